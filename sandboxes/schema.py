@@ -1,0 +1,194 @@
+"""JSON Schema validation with light coercion, standard library only.
+
+Supports the subset tool specs use: ``type`` (one or a list), ``properties``, ``required``,
+``additionalProperties``, ``enum``, ``const``, ``minimum``/``maximum``, ``minLength``/``maxLength``,
+``pattern``, ``items``, ``minItems``/``maxItems``, ``default`` (not applied), ``description``.
+
+Coercion is deliberately narrow and never loses information: an integral float or a decimal
+string becomes an ``integer``; a numeric string becomes a ``number``; ``"true"``/``"false"``
+become a ``boolean``. Nothing is coerced *to* a string. Error messages say what was expected and
+what was given, with the path of the offending value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Mapping
+
+__all__ = ["SchemaError", "validate", "check_schema"]
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+_NUM_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+_TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
+
+
+class SchemaError(ValueError):
+    """Arguments do not match the schema. ``str(err)`` is the agent-visible message."""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _coerce(value: Any, typ: str) -> tuple[bool, Any]:
+    """Try to read ``value`` as JSON type ``typ``. Returns (matched, value)."""
+    if typ == "null":
+        return value is None, value
+    if typ == "boolean":
+        if isinstance(value, bool):
+            return True, value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return True, value.strip().lower() == "true"
+        return False, value
+    if typ == "integer":
+        if isinstance(value, bool):
+            return False, value
+        if isinstance(value, int):
+            return True, value
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return True, int(value)
+        if isinstance(value, str) and _INT_RE.match(value.strip()):
+            return True, int(value.strip())
+        return False, value
+    if typ == "number":
+        if isinstance(value, bool):
+            return False, value
+        if isinstance(value, int):
+            return True, value
+        if isinstance(value, float):
+            return math.isfinite(value), value
+        if isinstance(value, str) and _NUM_RE.match(value.strip()):
+            number = float(value.strip())
+            if not math.isfinite(number):
+                return False, value
+            return True, int(number) if _INT_RE.match(value.strip()) else number
+        return False, value
+    if typ == "string":
+        return isinstance(value, str), value
+    if typ == "array":
+        return isinstance(value, (list, tuple)), value
+    if typ == "object":
+        return isinstance(value, Mapping), value
+    raise ValueError(f"unsupported JSON Schema type {typ!r}; expected one of {_TYPES}")
+
+
+def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
+    where = path or "arguments"
+    if "const" in schema and value != schema["const"]:
+        raise SchemaError(f"{where}: expected {schema['const']!r}, got {_short(value)}")
+    types = schema.get("type")
+    if types is not None:
+        candidates = [types] if isinstance(types, str) else list(types)
+        # Exact matches first, so that a string stays a string when both are allowed.
+        for typ in sorted(candidates, key=lambda t: t != _type_name(value)):
+            ok, coerced = _coerce(value, typ)
+            if ok:
+                value = coerced
+                break
+        else:
+            expected = " or ".join(candidates)
+            raise SchemaError(f"{where}: expected {expected}, got {_type_name(value)} {_short(value)}")
+    if "enum" in schema:
+        allowed = list(schema["enum"])
+        if not any(value == a and _type_name(value) == _type_name(a) for a in allowed):
+            raise SchemaError(f"{where}: expected one of {allowed}, got {_short(value)}")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            raise SchemaError(f"{where}: expected at least {schema['minLength']} characters, got {len(value)}")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            raise SchemaError(f"{where}: expected at most {schema['maxLength']} characters, got {len(value)}")
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            raise SchemaError(f"{where}: expected a string matching /{schema['pattern']}/, got {_short(value)}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            raise SchemaError(f"{where}: expected a value >= {schema['minimum']}, got {value}")
+        if "maximum" in schema and value > schema["maximum"]:
+            raise SchemaError(f"{where}: expected a value <= {schema['maximum']}, got {value}")
+    if isinstance(value, (list, tuple)):
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise SchemaError(f"{where}: expected at least {schema['minItems']} items, got {len(value)}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise SchemaError(f"{where}: expected at most {schema['maxItems']} items, got {len(value)}")
+        item_schema = schema.get("items")
+        value = [
+            _validate(item, item_schema, f"{where}[{i}]") if item_schema else item
+            for i, item in enumerate(value)
+        ]
+    if isinstance(value, Mapping):
+        props: Mapping[str, Any] = schema.get("properties", {})
+        missing = [name for name in schema.get("required", ()) if name not in value]
+        if missing:
+            raise SchemaError(f"{where}: missing required field(s) {missing}; expected fields {list(props)}")
+        extra = [k for k in value if k not in props]
+        if extra and schema.get("additionalProperties", False) is False and props is not None:
+            raise SchemaError(f"{where}: unexpected field(s) {extra}; expected only {list(props)}")
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SchemaError(f"{where}: expected string keys, got {_short(key)}")
+            sub = props.get(key)
+            out[key] = _validate(item, sub, f"{path + '.' if path else ''}{key}") if sub else item
+        value = out
+    return value
+
+
+def validate(arguments: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate and coerce tool arguments.
+
+    Args:
+        arguments: the decoded JSON arguments the agent passed.
+        schema: a JSON Schema with ``type: object``. ``additionalProperties`` defaults to False:
+            an unexpected argument is an error the agent sees.
+
+    Returns:
+        The coerced arguments (a new dict).
+
+    Raises:
+        SchemaError: with a message naming the path, the expected and the actual value.
+    """
+    if not isinstance(arguments, Mapping):
+        raise SchemaError(f"arguments: expected a JSON object, got {_type_name(arguments)} {_short(arguments)}")
+    return _validate(arguments, schema, "")
+
+
+def check_schema(schema: Mapping[str, Any], path: str = "schema") -> None:
+    """Raise ValueError if ``schema`` uses anything this validator does not understand."""
+    known = {
+        "type", "properties", "required", "additionalProperties", "enum", "const", "minimum",
+        "maximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems",
+        "default", "description", "title", "examples",
+    }
+    unknown = set(schema) - known
+    if unknown:
+        raise ValueError(f"{path}: unsupported JSON Schema keyword(s) {sorted(unknown)}")
+    types = schema.get("type")
+    for typ in [types] if isinstance(types, str) else list(types or []):
+        if typ not in _TYPES:
+            raise ValueError(f"{path}: unknown type {typ!r}; expected one of {_TYPES}")
+    for name, sub in schema.get("properties", {}).items():
+        check_schema(sub, f"{path}.{name}")
+    for name in schema.get("required", ()):
+        if name not in schema.get("properties", {}):
+            raise ValueError(f"{path}: required field {name!r} is not in properties")
+    if isinstance(schema.get("items"), Mapping):
+        check_schema(schema["items"], f"{path}[]")

@@ -1,0 +1,1 @@
+"""sopgym: Gymnasium environments built around Standard Operating Procedures."""

@@ -1,0 +1,7 @@
+"""Gymnasium environments over SOP domain packs. Speaks chat messages; never imports torch."""
+
+from .env import SOPEnv, default_max_turns
+from .registration import register_envs, register_pack, registered_env_ids
+from .status import Status
+
+__all__ = ["SOPEnv", "Status", "default_max_turns", "register_envs", "register_pack", "registered_env_ids"]

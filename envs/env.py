@@ -1,0 +1,348 @@
+"""SOPEnv: one SOP task as a multi-turn, tool-calling chat. A thin orchestrator.
+
+Each ``step`` parses the reply (``parsing``), hands the calls to the episode's tool box
+(``sopgym.sandboxes``), renders the results as tool messages (``rendering``), tracks turns and the
+context budget, sets a :class:`Status`, and on submission (or truncation) scores the stored answer
+and the final state with the reward (``reward``).
+
+Observations: at ``reset`` the user message (the task inputs); after a step the tool results
+rendered as text. The whole chat, system message with the SOP included, is ``info["messages"]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping
+
+import gymnasium as gym
+from gymnasium.error import ResetNeeded
+
+from sopgym.sandboxes import Outcome, ToolBox
+from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
+from sopgym.sandboxes.schema import SchemaError, validate
+from sopgym.sop_tasks.pack import SUBMIT_TOOL, SPLITS, DomainPack, Task
+from sopgym.sop_tasks.registry import get_pack
+
+from . import rendering
+from .parsing import parse_reply
+from .reward import RewardConfig, outcome_components, outcome_reward
+from .spaces import AssistantAction, UnicodeText
+from .status import INVALID_ACTION, Status, worst
+
+__all__ = ["SOPEnv", "default_max_turns"]
+
+_OUTCOME_STATUS = {
+    Outcome.OK: Status.OK,
+    Outcome.TOOL_ERROR: Status.ERROR_TOOL,
+    Outcome.BAD_ARGUMENTS: Status.ERROR_BAD_ARGUMENTS,
+    Outcome.UNKNOWN_TOOL: Status.ERROR_UNKNOWN_TOOL,
+    Outcome.TIMEOUT: Status.ERROR_TIMEOUT,
+    Outcome.SANDBOX_ERROR: Status.ERROR_SANDBOX,
+}
+
+
+def default_max_turns(human_steps: int) -> int:
+    return math.ceil(1.5 * human_steps)
+
+
+class SOPEnv(gym.Env):
+    """A multi-turn SOP environment over one domain pack.
+
+    Args:
+        domain: a :class:`DomainPack` or its registry key (``"Name"`` or ``"namespace/Name"``).
+        split: default split for ``reset`` (``train``, ``val``, ``test``); ``options["split"]`` overrides.
+        reward: ``dense`` (fraction of checks right) or ``binary``.
+        turn_cost: optional shaping per turn (off by default); reported as its own component.
+        invalid_action_penalty: optional shaping per invalid reply (off by default).
+        max_turns: assistant turns before truncation; default ``ceil(1.5 * human_steps)``.
+        max_context: optional per-episode context budget, measured by ``length_fn`` over every
+            message's text; exceeding it truncates with cause ``context_budget``.
+        length_fn: measures text for the budget (characters by default; pass a token counter).
+        max_tool_output_chars: each tool result is cut to this many characters (marked).
+        sandbox: stateful backend: ``inprocess`` (default) or ``docker``.
+        sandbox_options: passed to the backend.
+        code_runner: runner of the verifiable tier: ``docker`` (default) or ``inprocess``.
+        render_mode: ``None`` or ``ansi``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        domain: str | DomainPack,
+        *,
+        split: str = "train",
+        reward: str = "dense",
+        turn_cost: float = 0.0,
+        invalid_action_penalty: float = 0.0,
+        max_turns: int | None = None,
+        max_context: int | None = None,
+        length_fn: Callable[[str], int] | None = None,
+        max_tool_output_chars: int = 8000,
+        sandbox: str = "inprocess",
+        sandbox_options: Mapping[str, Any] | None = None,
+        code_runner: str = "docker",
+        max_observation_length: int = 1_000_000,
+        render_mode: str | None = None,
+    ) -> None:
+        self.pack = domain if isinstance(domain, DomainPack) else get_pack(domain)
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if max_context is not None and max_context < 1:
+            raise ValueError(f"max_context must be >= 1, got {max_context}")
+        if max_tool_output_chars < 16:
+            raise ValueError(f"max_tool_output_chars must be >= 16, got {max_tool_output_chars}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.split = split
+        self.reward_config = RewardConfig(reward, turn_cost, invalid_action_penalty)
+        self.max_turns = max_turns or default_max_turns(self.pack.human_steps)
+        self.max_context = max_context
+        self.length_fn = length_fn or len
+        self.max_tool_output_chars = max_tool_output_chars
+        self.sandbox = sandbox
+        self.sandbox_options = dict(sandbox_options or {})
+        self.code_runner = code_runner
+        self.render_mode = render_mode
+
+        self.observation_space = UnicodeText(max_observation_length)
+        self.action_space = AssistantAction(max_observation_length)
+
+        self._submit_schema = self.pack.submit_schema()
+        self._tools = [t.openai_schema() for t in self.pack.tools] + [self.pack.submit_spec().openai_schema()]
+        self._system = rendering.system_message(self.pack)
+        self._toolbox: ToolBox | None = None
+        self._task: Task | None = None
+        self._done = True
+
+    # -- gymnasium API -------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"split", "task_id", "task_index"}
+        if unknown:
+            raise ValueError(f"reset options may contain split, task_id, task_index; got {sorted(unknown)}")
+        task = self._pick_task(options)
+        if self._toolbox is None:
+            self._toolbox = self._make_toolbox()
+        self._toolbox.start_episode(self.pack.episode_spec(task))
+
+        self._task = task
+        self._done = False
+        self._turn = 0
+        self._answer: dict[str, Any] | None = None
+        self._turn_statuses: list[str] = []
+        self._num_calls = 0
+        self._num_calls_ok = 0
+        self._infra_failure = False
+        user = {"role": "user", "content": self.pack.user_message(task.inputs)}
+        self._messages: list[dict[str, Any]] = [self._system, user]
+        self._context_used = self.length_fn(self._system["content"]) + self.length_fn(user["content"])
+        info = {
+            "task_id": task.task_id,
+            "domain": self.pack.name,
+            "env_id": self.pack.env_id,
+            "split": task.split,
+            "difficulty": task.difficulty,
+            "messages": list(self._messages),
+            "tools": self._tools,
+            "max_turns": self.max_turns,
+            "license": self.pack.license,
+            "training_allowed": self.pack.training_allowed,
+            "status": Status.OK.value,
+            "turn": 0,
+        }
+        return user["content"], info
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._task is None:
+            raise ResetNeeded("step() called before reset(): call reset() first")
+        if self._done:
+            raise ResetNeeded("step() called after the episode ended: call reset() first")
+        self._turn += 1
+        reply = parse_reply(action)
+        assistant, results, calls, statuses, submitted = self._run_calls(reply)
+        new_messages = [assistant, *results]
+        self._messages.extend(new_messages)
+        self._context_used += sum(self.length_fn(m["content"] or "") for m in new_messages)
+        self._context_used += self.length_fn(rendering.tool_calls_text(assistant))
+
+        status = Status.SUBMITTED if submitted else worst(statuses)
+        self._turn_statuses.append(status.value)
+        terminated = submitted
+        truncation_cause = None
+        if not terminated:
+            if status is Status.ERROR_SANDBOX:
+                truncation_cause = "sandbox"
+            elif self._turn >= self.max_turns:
+                truncation_cause = "max_turns"
+            elif self.max_context is not None and self._context_used > self.max_context:
+                truncation_cause = "context_budget"
+        truncated = truncation_cause is not None
+        step_status = {
+            "max_turns": Status.TRUNCATED_MAX_TURNS,
+            "context_budget": Status.TRUNCATED_BUDGET,
+        }.get(truncation_cause, status)
+
+        components = self._shaping(status)
+        reward = sum(components.values())
+        if terminated or truncated:
+            self._done = True
+            outcome = self._outcome_components()
+            components.update(outcome)
+            reward += outcome_reward(self.reward_config.kind, outcome)
+
+        observation = rendering.observation(results)
+        info = {
+            "task_id": self._task.task_id,
+            "status": step_status.value,
+            "turn_status": status.value,
+            "status_message": rendering.status_message(status, calls, reply.error),
+            "messages": list(self._messages),
+            "calls": calls,
+            "turn": self._turn,
+            "context_used": self._context_used,
+            "reward_components": components,
+            "truncation_cause": truncation_cause,
+            "infrastructure_failure": self._infra_failure,
+        }
+        if self._done:
+            info["episode"] = self._episode_record(terminated, truncated, truncation_cause, reward, components)
+        return observation, float(reward), terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._task is None:
+            return None
+        return rendering.transcript(self._messages)
+
+    def close(self) -> None:
+        if self._toolbox is not None:
+            self._toolbox.close()
+            self._toolbox = None
+        self._task = None
+        self._done = True
+        super().close()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        if "task_id" in options:
+            return self.pack.task_from_id(str(options["task_id"]))
+        split = options.get("split", self.split)
+        size = self.pack.num_tasks(split)
+        if "task_index" in options:
+            return self.pack.task(split, int(options["task_index"]))
+        high = size if size is not None else 2**31 - 1
+        return self.pack.task(split, int(self.np_random.integers(0, high)))
+
+    def _make_toolbox(self) -> ToolBox:
+        stateful = None
+        if self.pack.program is not None:
+            stateful = make_stateful_backend(self.sandbox, **self.sandbox_options)
+        verifiable = None
+        if self.pack.verifiable is not None:
+            runner = make_code_runner(self.code_runner)
+            handler = self.pack.verifiable
+
+            def verifiable(name, args, episode, _stateful):
+                return handler(runner, name, args, episode)
+
+        return ToolBox(self.pack.tools, stateful=stateful, verifiable=verifiable)
+
+    def _run_calls(self, reply):
+        """Run the reply's calls in order. Returns (assistant msg, result msgs, call records, statuses, submitted)."""
+        tool_calls, results, calls, statuses = [], [], [], []
+        submitted = False
+        if reply.error is not None:
+            statuses.append(Status.ERROR_PARSE)
+            results.append(rendering.feedback(f"Error: {reply.error}"))
+        for i, call in enumerate(reply.calls):
+            call_id = f"call_{self._turn}_{i}"
+            if call.error is not None:
+                statuses.append(Status.ERROR_PARSE)
+                calls.append({"id": call_id, "name": call.name, "arguments": None, "status": Status.ERROR_PARSE.value})
+                results.append(rendering.feedback(f"Error: {call.error}"))
+                continue
+            tool_calls.append(rendering.tool_call_entry(call_id, call.name, call.arguments))
+            if submitted or self._infra_failure:
+                text = "Not run: the episode already ended in this reply."
+                status = Status.ERROR_TOOL
+            elif call.name == SUBMIT_TOOL:
+                status, text = self._submit(call.arguments)
+                submitted = status is Status.SUBMITTED
+            else:
+                self._num_calls += 1
+                result = self._toolbox.call(call.name, call.arguments)
+                status = _OUTCOME_STATUS[result.outcome]
+                if result.ok:
+                    self._num_calls_ok += 1
+                if status is Status.ERROR_SANDBOX:
+                    self._infra_failure = True
+                text = rendering.cap(result.render(), self.max_tool_output_chars)
+            statuses.append(status)
+            calls.append({"id": call_id, "name": call.name, "arguments": call.arguments, "status": status.value})
+            results.append({"role": "tool", "tool_call_id": call_id, "name": call.name, "content": text})
+        if not reply.calls and reply.error is None:
+            statuses.append(Status.NO_TOOL_CALL)
+            results.append(rendering.feedback(rendering.NO_TOOL_CALL_TEXT))
+        assistant = {"role": "assistant", "content": reply.content}
+        if tool_calls:
+            assistant["tool_calls"] = tool_calls
+        return assistant, results, calls, statuses, submitted
+
+    def _submit(self, arguments: Any) -> tuple[Status, str]:
+        try:
+            answer = validate(arguments, self._submit_schema)
+        except SchemaError as exc:
+            return Status.ERROR_BAD_ARGUMENTS, f"Error: invalid arguments for {SUBMIT_TOOL}: {exc}"
+        self._answer = answer
+        return Status.SUBMITTED, "Answer submitted."
+
+    def _shaping(self, status: Status) -> dict[str, float]:
+        comps: dict[str, float] = {}
+        if self.reward_config.turn_cost:
+            comps["shaping/turn_cost"] = -self.reward_config.turn_cost
+        if self.reward_config.invalid_action_penalty:
+            comps["shaping/invalid_action"] = -self.reward_config.invalid_action_penalty if status in INVALID_ACTION else 0.0
+        return comps
+
+    def _final_state(self) -> dict[str, Any] | None:
+        if self.pack.program is None or self._infra_failure:
+            return None
+        return self._toolbox.snapshot()
+
+    def _outcome_components(self) -> dict[str, float]:
+        task = self._task
+        self._final = self._final_state()
+        return outcome_components(self._answer, task.answer, self.pack.output_fields, self._final, task.expected_state)
+
+    def _episode_record(self, terminated, truncated, cause, reward, components) -> dict[str, Any]:
+        """What the independent evaluator reads (live, or from RecordTrajectory's JSONL)."""
+        task = self._task
+        return {
+            "env_id": self.pack.env_id,
+            "domain": self.pack.name,
+            "task_id": task.task_id,
+            "split": task.split,
+            "difficulty": task.difficulty,
+            "answer": self._answer,
+            "expected": dict(task.answer),
+            "fields": [
+                {"name": f.name, "type": f.type, "enum": list(f.enum) if f.enum is not None else None, "nullable": f.nullable}
+                for f in self.pack.output_fields
+            ],
+            "final_state": self._final,
+            "expected_state": task.expected_state,
+            "turns": self._turn,
+            "statuses": list(self._turn_statuses),
+            "num_tool_calls": self._num_calls,
+            "num_tool_calls_ok": self._num_calls_ok,
+            "num_invalid_actions": sum(s in {x.value for x in INVALID_ACTION} for s in self._turn_statuses),
+            "terminated": terminated,
+            "truncated": truncated,
+            "truncation_cause": cause,
+            "infrastructure_failure": self._infra_failure,
+            "reward": reward,
+            "reward_components": dict(components),
+        }

@@ -1,0 +1,161 @@
+"""Built-in policies that act through the env's public interface (observation, info).
+
+* ``oracle``: the domain's reference solver. It calls the tools, reads their results from the tool
+  messages, and submits. Its success is 100% on every split by construction of the labels, which
+  tests check; it is also the source of SFT warm-start trajectories.
+* ``random``: a random tool (submit included) with arguments sampled from the tool's JSON Schema,
+  or free text. A floor.
+* ``majority``: submits the most common answer of the train split without calling any tool. It
+  measures how far labels can be guessed without the procedure.
+
+A policy has ``reset(info)`` and ``act(observation, info) -> str`` (the assistant's reply).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from functools import lru_cache
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack, ToolCall, ToolError
+from sopgym.sop_tasks.registry import get_pack
+
+__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "POLICIES", "make_policy", "format_call"]
+
+
+def format_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """A Hermes-style tool call block."""
+    return "<tool_call>" + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + "</tool_call>"
+
+
+def _pack_of(info: Mapping[str, Any]) -> DomainPack:
+    env_id = info["env_id"]
+    namespace = env_id.split("/", 1)[0]
+    return get_pack(f"{namespace}/{info['domain']}")
+
+
+class Policy:
+    name = "policy"
+
+    def reset(self, info: Mapping[str, Any]) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def _last_result(info: Mapping[str, Any]) -> Any:
+    """The decoded result of the previous call, or a ToolError carrying its message."""
+    msg = info["messages"][-1]
+    text = msg.get("content") or ""
+    if msg.get("role") != "tool" or text.startswith("Error: "):
+        return ToolError(text.removeprefix("Error: "))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+class OraclePolicy(Policy):
+    """The reference solver acting through the env, one call per turn."""
+
+    name = "oracle"
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        pack = _pack_of(info)
+        task = pack.task_from_id(info["task_id"])
+        self._gen = pack.solver(dict(task.inputs))
+        self._started = False
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
+        try:
+            if not self._started:
+                self._started = True
+                call = next(self._gen)
+            else:
+                call = self._gen.send(_last_result(info))
+        except StopIteration as stop:
+            return format_call(SUBMIT_TOOL, stop.value)
+        assert isinstance(call, ToolCall), f"solver must yield ToolCall, got {type(call).__name__}"
+        return format_call(call.name, call.arguments)
+
+
+def _sample(schema: Mapping[str, Any], rng: np.random.Generator, strings: list[str]) -> Any:
+    if "enum" in schema:
+        return schema["enum"][int(rng.integers(len(schema["enum"])))]
+    typ = schema.get("type", "string")
+    if isinstance(typ, list):
+        typ = typ[int(rng.integers(len(typ)))]
+    if typ == "object":
+        props = schema.get("properties", {})
+        return {k: _sample(v, rng, strings) for k, v in props.items() if k in schema.get("required", ()) or rng.random() < 0.5}
+    if typ == "array":
+        return [_sample(schema.get("items", {}), rng, strings) for _ in range(int(rng.integers(0, 3)))]
+    if typ == "integer":
+        return int(rng.integers(-5, 100))
+    if typ == "number":
+        return float(np.round(rng.normal(0, 50), 2))
+    if typ == "boolean":
+        return bool(rng.integers(2))
+    if typ == "null":
+        return None
+    return strings[int(rng.integers(len(strings)))] if strings and rng.random() < 0.7 else "x" * int(rng.integers(1, 8))
+
+
+class RandomPolicy(Policy):
+    """Random calls from the tool schemas (with strings from the task inputs), or free text."""
+
+    name = "random"
+
+    def __init__(self, seed: int | None = None, submit_prob: float = 0.2, text_prob: float = 0.1):
+        self.rng = np.random.default_rng(seed)
+        self.submit_prob = submit_prob
+        self.text_prob = text_prob
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        self._tools = {t["function"]["name"]: t["function"]["parameters"] for t in info["tools"]}
+        user = next(m["content"] for m in info["messages"] if m["role"] == "user")
+        self._strings = [line.split(": ", 1)[1] for line in user.splitlines() if ": " in line]
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
+        if self.rng.random() < self.text_prob:
+            return "I am not sure what to do next."
+        names = [n for n in self._tools if n != SUBMIT_TOOL]
+        name = SUBMIT_TOOL if self.rng.random() < self.submit_prob or not names else names[int(self.rng.integers(len(names)))]
+        return format_call(name, _sample(self._tools[name], self.rng, self._strings))
+
+
+@lru_cache(maxsize=64)
+def _majority_answer(pack_key: str, sample: int) -> str:
+    pack = get_pack(pack_key)
+    size = pack.num_tasks("train") or sample
+    counts = Counter(json.dumps(pack.task("train", i).answer, sort_keys=True) for i in range(min(sample, size)))
+    return counts.most_common(1)[0][0]
+
+
+class MajorityPolicy(Policy):
+    """Submits the train split's most common answer; never calls a tool."""
+
+    name = "majority"
+
+    def __init__(self, sample: int = 500):
+        self.sample = sample
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        self._answer = json.loads(_majority_answer(_pack_of(info).key, self.sample))
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
+        return format_call(SUBMIT_TOOL, self._answer)
+
+
+POLICIES: dict[str, Callable[..., Policy]] = {"oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy}
+
+
+def make_policy(name: str, **kwargs: Any) -> Policy:
+    try:
+        return POLICIES[name](**kwargs)
+    except KeyError:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}") from None

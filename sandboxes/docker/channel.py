@@ -1,0 +1,144 @@
+"""One persistent request/response channel to the tool server, over a Docker attach stream.
+
+The attach stream is the container's stdin/stdout/stderr, hijacked from an HTTP request on the
+Docker API unix socket: no network is involved and no process starts per request. Without a TTY
+the daemon multiplexes the container's output in frames of an 8-byte header (stream id, three zero
+bytes, big-endian payload length) followed by the payload; stdin is written raw.
+
+Requests and responses are single JSON lines (``ensure_ascii`` keeps them newline-free). Each carries
+an ``id`` so a stale answer after a timeout can never be taken for a new one (the channel is
+closed on any timeout anyway).
+
+What it protects against: a hung or dead server making the caller wait forever (every read has a
+deadline; EOF and timeouts become typed errors within that deadline); unbounded stderr growth
+(only the last 8 KiB are kept for error messages). What it does not: it trusts the server's
+framing and JSON, which run inside our image.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from typing import Any
+
+from .errors import ChannelTimeout, ContainerLost
+
+__all__ = ["Channel", "raw_socket"]
+
+_HEADER = struct.Struct(">BxxxL")
+_STDERR_KEEP = 8192
+
+
+def raw_socket(sock_like: Any) -> socket.socket:
+    """The plain socket under what ``APIClient.attach_socket`` returns (SocketIO on unix sockets)."""
+    inner = getattr(sock_like, "_sock", sock_like)
+    if not isinstance(inner, socket.socket):
+        raise TypeError(f"expected a socket under the attach stream, got {type(inner).__name__}")
+    return inner
+
+
+class Channel:
+    """Line-JSON requests over a multiplexed attach socket.
+
+    Args:
+        sock_like: what ``APIClient.attach_socket`` returned (kept referenced: it owns the HTTP response).
+        label: container name, used in error messages.
+    """
+
+    def __init__(self, sock_like: Any, label: str) -> None:
+        self._keep = sock_like
+        self._sock = raw_socket(sock_like)
+        self._label = label
+        self._buf = bytearray()  # undecoded frame bytes
+        self._out = bytearray()  # demultiplexed stdout
+        self._err = bytearray()  # tail of stderr
+        self._next_id = 0
+        self.closed = False
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._err.decode("utf-8", "replace")
+
+    def request(self, op: str, timeout: float, **body: Any) -> dict[str, Any]:
+        """Send one request and wait for its response.
+
+        Raises:
+            ContainerLost: the stream ended or broke (the server or container died).
+            ChannelTimeout: no response within ``timeout`` seconds (the channel is closed).
+        """
+        if self.closed:
+            raise ContainerLost(f"channel to {self._label} is closed (a previous failure); expected an open channel")
+        self._next_id += 1
+        req_id = self._next_id
+        line = json.dumps({"op": op, "id": req_id, **body}, ensure_ascii=True, separators=(",", ":")) + "\n"
+        deadline = time.monotonic() + timeout
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(line.encode())
+            while True:
+                nl = self._out.find(b"\n")
+                if nl >= 0:
+                    raw = bytes(self._out[:nl])
+                    del self._out[: nl + 1]
+                    response = json.loads(raw)
+                    if response.get("id") != req_id:
+                        raise ContainerLost(
+                            f"{self._label}: response id {response.get('id')} for request {req_id}: the stream is out of step"
+                        )
+                    return response
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout()
+                self._sock.settimeout(left)
+                data = self._sock.recv(262144)
+                if not data:
+                    raise ContainerLost(
+                        f"{self._label}: the server's stream ended during {op!r} (container killed or server died); "
+                        f"stderr tail: {self.stderr_tail[-500:]!r}"
+                    )
+                self._feed(data)
+        except (socket.timeout, TimeoutError) as exc:
+            self.close()
+            raise ChannelTimeout(f"{self._label}: no answer to {op!r} within {timeout:.1f} s") from exc
+        except (ConnectionError, OSError) as exc:
+            self.close()
+            raise ContainerLost(f"{self._label}: channel broke during {op!r}: {exc}") from exc
+        except ContainerLost:
+            self.close()
+            raise
+
+    def _feed(self, data: bytes) -> None:
+        self._buf += data
+        while len(self._buf) >= _HEADER.size:
+            stream, size = _HEADER.unpack_from(self._buf)
+            if len(self._buf) < _HEADER.size + size:
+                return
+            payload = self._buf[_HEADER.size : _HEADER.size + size]
+            del self._buf[: _HEADER.size + size]
+            if stream == 1:
+                self._out += payload
+            elif stream == 2:
+                self._err += payload
+                del self._err[:-_STDERR_KEEP]
+            else:
+                raise ContainerLost(f"{self._label}: unexpected stream id {stream} in attach frame (expected 1 or 2)")
+
+    def close(self) -> None:
+        """Close the stream; the server reads EOF on stdin and exits, so the container stops."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        try:
+            self._keep.close()
+        except Exception:  # noqa: BLE001 - closing a dead HTTP response may raise anything
+            pass

@@ -1,0 +1,382 @@
+"""Container lifecycle: connect, start, warm pool, escalating cleanup, and the reaper.
+
+* :func:`connect` reaches the daemon over its unix socket (``DOCKER_HOST`` honoured) or raises
+  :class:`DaemonUnreachable` within ``timeout`` seconds.
+* :class:`SandboxContainer` is one started container plus its :class:`Channel`. It is created with
+  ``stdin_once``: when its attach stream closes (we close it, or the owning process dies) the server
+  reads EOF and the container stops by itself.
+* :class:`ContainerPool` keeps warm containers for reuse across episodes and backends; a container
+  that failed in any way is destroyed, never returned. ``close()`` destroys every container the pool
+  ever made that still exists.
+* :func:`destroy` escalates stop -> kill -> remove, each step with its own timeout.
+* :func:`reap` removes containers whose labels say they expired or whose owner process is gone.
+
+What it protects against: leaked containers (pool close at exit, self-stopping on owner death, the
+reaper for the rest) and containers started with weaker settings than the policy (each new
+container's ``docker inspect`` is audited before use). What it does not: a daemon that is itself
+compromised, or containers created by other tools (only labelled ones are ever touched).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import policy as pol
+from .channel import Channel
+from .errors import ContainerLost, DaemonUnreachable, ImageMissing, SandboxError
+
+__all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "shared_pool", "shutdown", "SESSION_ID"]
+
+log = logging.getLogger(__name__)
+
+#: Labels every container of this process; the reaper and tests select by it.
+SESSION_ID = uuid.uuid4().hex[:12]
+SERVER_COMMAND = ["python3", "-u", "/opt/sopgym/server.py", "--container"]
+
+
+def connect(base_url: str | None = None, timeout: float = 10.0):
+    """A ``docker.DockerClient`` that answered a ping.
+
+    Raises:
+        DaemonUnreachable: the SDK is missing, or the daemon did not answer within ``timeout``.
+    """
+    try:
+        import docker
+    except ImportError as exc:
+        raise DaemonUnreachable(f"the docker SDK is missing: pip install 'sopgym[docker]' ({exc})") from exc
+    url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        client = docker.DockerClient(base_url=url, timeout=timeout, max_pool_size=64)
+        client.ping()
+        client.api.sopgym_url = url  # the unix socket path, which api.base_url no longer shows
+    except Exception as exc:  # noqa: BLE001 - requests/urllib3/docker raise many types for "no daemon"
+        raise DaemonUnreachable(
+            f"Docker daemon at {url} did not answer a ping within {timeout:.0f} s: {exc}. "
+            "Start it (bash scripts/docker_setup.sh) or use sandbox='inprocess'."
+        ) from exc
+    return client
+
+
+@dataclass
+class SandboxContainer:
+    """A started container and its channel. ``programs`` holds the program hashes its server has."""
+
+    client: Any
+    id: str
+    name: str
+    role: str
+    channel: Channel
+    programs: set = field(default_factory=set)
+    broken: bool = False
+    created_s: float = 0.0
+
+    def request(self, op: str, timeout: float, **body: Any) -> dict[str, Any]:
+        """A request that must succeed; marks the container broken on any infrastructure failure."""
+        try:
+            response = self.channel.request(op, timeout, **body)
+        except SandboxError:
+            self.broken = True
+            raise
+        return response
+
+    def kill(self) -> None:
+        """SIGKILL the container now (used at host-side deadlines)."""
+        self.broken = True
+        try:
+            self.client.api.kill(self.id)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("kill %s: %s", self.name, exc)
+
+
+def start_container(client, image: str, policy: pol.SandboxPolicy, role: str, *, start_timeout: float = 30.0,
+                    verify: bool = True) -> SandboxContainer:
+    """Create, start and attach one container; wait for the server's hello.
+
+    Raises:
+        ImageMissing: ``image`` is not on the daemon.
+        ContainerLost / ChannelTimeout: it started but the server did not come up.
+        SandboxError: the container's inspect shows weaker hardening than the policy (it is removed).
+    """
+    import docker.errors
+
+    name = f"sopgym-{role}-{SESSION_ID}-{uuid.uuid4().hex[:8]}"
+    options = policy.container_options(image=image, name=name, role=role, session=SESSION_ID, command=SERVER_COMMAND)
+    host_config = client.api.create_host_config(**_host_config_kwargs(options.pop("host_config")))
+    started = time.monotonic()
+    try:
+        created = client.api.create_container(host_config=host_config, stdin_once=True, **options)
+    except docker.errors.ImageNotFound as exc:
+        raise ImageMissing(
+            f"sandbox image {image} is not built on this daemon; expected it after `sopgym sandbox build` "
+            f"(or bash scripts/docker_setup.sh)"
+        ) from exc
+    except docker.errors.APIError as exc:
+        if exc.status_code == 404 and "image" in str(exc).lower():
+            raise ImageMissing(f"sandbox image {image} is not on this daemon: {exc}") from exc
+        raise SandboxError(f"creating {name} failed: {exc}") from exc
+    cid = created["Id"]
+    try:
+        if verify:
+            problems = pol.audit(client.api.inspect_container(cid))
+            if problems and not policy.loosenings():
+                raise SandboxError(f"container {name} is weaker than the policy: {'; '.join(problems)}")
+        sock = client.api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        channel = Channel(sock, name)
+        client.api.start(cid)
+        box = SandboxContainer(client, cid, name, role, channel)
+        box.request("hello", start_timeout)
+        box.created_s = time.monotonic() - started
+        return box
+    except BaseException:
+        destroy(client, cid)
+        raise
+
+
+def _host_config_kwargs(hc: dict[str, Any]) -> dict[str, Any]:
+    """Map the policy's inspect-style HostConfig names to ``create_host_config`` keywords."""
+    return {
+        "network_mode": hc["NetworkMode"],
+        "read_only": hc["ReadonlyRootfs"],
+        "cap_drop": hc["CapDrop"],
+        "cap_add": hc["CapAdd"],
+        "security_opt": hc["SecurityOpt"] or None,
+        "pids_limit": hc["PidsLimit"],
+        "mem_limit": hc["Memory"],
+        "memswap_limit": hc["MemorySwap"],
+        "nano_cpus": hc["NanoCpus"],
+        "tmpfs": hc["Tmpfs"],
+        "init": hc["Init"],
+        "ipc_mode": hc["IpcMode"],
+        "auto_remove": hc["AutoRemove"],
+        "ulimits": [_ulimit(u) for u in hc["Ulimits"]],
+        **({"runtime": hc["Runtime"]} if "Runtime" in hc else {}),
+    }
+
+
+def _ulimit(spec: dict[str, Any]):
+    from docker.types import Ulimit
+
+    return Ulimit(name=spec["Name"], soft=spec["Soft"], hard=spec["Hard"])
+
+
+def destroy(client, cid: str, *, stop_timeout: float = 1.0, kill_timeout: float = 5.0, remove_timeout: float = 10.0) -> bool:
+    """Escalating cleanup: stop (SIGTERM, ``stop_timeout``) -> kill (SIGKILL) -> remove (forced).
+
+    Each step runs with its own HTTP timeout; a failing step does not stop the next. Returns True
+    when the container is gone.
+    """
+    import docker.errors
+
+    api = client.api
+    steps = (
+        ("stop", lambda: _api(api, stop_timeout + 5.0).stop(cid, timeout=int(stop_timeout))),
+        ("kill", lambda: _api(api, kill_timeout).kill(cid)),
+        ("remove", lambda: _api(api, remove_timeout).remove_container(cid, force=True, v=True)),
+    )
+    for step, action in steps:
+        if step == "kill" and not _running(api, cid):
+            continue
+        try:
+            action()
+        except docker.errors.NotFound:
+            return True
+        except docker.errors.APIError as exc:
+            if exc.status_code in (304, 409) or "is not running" in str(exc):  # already stopped
+                continue
+            log.warning("cleanup %s of %s failed: %s", step, cid[:12], exc)
+        except Exception as exc:  # noqa: BLE001 - timeouts, broken connections
+            log.warning("cleanup %s of %s failed: %s", step, cid[:12], exc)
+    try:
+        api.inspect_container(cid)
+    except docker.errors.NotFound:
+        return True
+    except Exception:  # noqa: BLE001
+        pass
+    log.warning("container %s survived cleanup; the reaper will remove it", cid[:12])
+    return False
+
+
+def _running(api, cid: str) -> bool:
+    try:
+        return bool(api.inspect_container(cid)["State"]["Running"])
+    except Exception:  # noqa: BLE001
+        return False
+
+
+_apis: dict[tuple, Any] = {}
+
+
+def _api(api, timeout: float):
+    """An APIClient on the same daemon whose HTTP calls time out after ``timeout`` seconds."""
+    import docker
+
+    key = (api.base_url, timeout)
+    client = _apis.get(key)
+    if client is None:
+        base = getattr(api, "sopgym_url", None) or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        client = _apis[key] = docker.APIClient(base_url=base, timeout=timeout, version=api.api_version)
+    return client
+
+
+def reap(client=None, *, now: float | None = None, include_own: bool = False) -> list[str]:
+    """Remove labelled containers that expired or whose owner process on this host is gone.
+
+    Args:
+        include_own: also remove this process's containers (``sopgym sandbox gc --all`` style).
+
+    Returns:
+        Names of the removed containers.
+    """
+    client = client or connect()
+    now = time.time() if now is None else now
+    host = socket.gethostname()
+    removed = []
+    for c in client.api.containers(all=True, filters={"label": f"{pol.MANAGED}=1"}):
+        labels = c.get("Labels") or {}
+        name = (c.get("Names") or ["?"])[0].lstrip("/")
+        try:
+            expires = float(labels.get(pol.EXPIRES, "0"))
+        except ValueError:
+            expires = 0.0
+        own = labels.get(pol.OWNER_HOST) == host and labels.get(pol.OWNER_PID) == str(os.getpid())
+        owner_gone = labels.get(pol.OWNER_HOST) == host and (
+            pol.process_start_time(int(labels.get(pol.OWNER_PID, "0") or 0)) != labels.get(pol.OWNER_START)
+        )
+        if expires < now or owner_gone or (own and include_own):
+            if destroy(client, c["Id"]):
+                removed.append(name)
+    return removed
+
+
+class ContainerPool:
+    """Warm containers of one (image, policy, role), reused across episodes and backends. Thread-safe.
+
+    Args:
+        client: a connected ``docker.DockerClient``.
+        image: image tag.
+        policy: hardening; every container gets exactly this.
+        role: ``"stateful"`` or ``"runner"`` (a label; pools never mix roles).
+        max_idle: containers kept warm after release; beyond it released containers are destroyed.
+    """
+
+    def __init__(self, client, image: str, policy: pol.SandboxPolicy, role: str, *, max_idle: int = 64,
+                 start_timeout: float = 30.0) -> None:
+        self.client = client
+        self.image = image
+        self.policy = policy
+        self.role = role
+        self.max_idle = max_idle
+        self.start_timeout = start_timeout
+        self._idle: list[SandboxContainer] = []
+        self._all: dict[str, SandboxContainer] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self.num_created = 0
+        self.num_destroyed = 0
+
+    def acquire(self) -> SandboxContainer:
+        with self._lock:
+            if self._closed:
+                raise SandboxError(f"{self.role} pool is closed; expected an open pool")
+            while self._idle:
+                box = self._idle.pop()
+                if not box.broken:
+                    return box
+        box = start_container(self.client, self.image, self.policy, self.role, start_timeout=self.start_timeout)
+        with self._lock:
+            self.num_created += 1
+            self._all[box.id] = box
+            if self._closed:
+                self._destroy(box)
+                raise SandboxError(f"{self.role} pool closed while a container started")
+        return box
+
+    def release(self, box: SandboxContainer) -> None:
+        """Return a container; a broken one (or one over ``max_idle``) is destroyed."""
+        with self._lock:
+            keep = not box.broken and not self._closed and len(self._idle) < self.max_idle
+            if keep:
+                self._idle.append(box)
+                return
+        self.discard(box)
+
+    def discard(self, box: SandboxContainer) -> None:
+        box.broken = True
+        with self._lock:
+            self._all.pop(box.id, None)
+        self._destroy(box)
+
+    def _destroy(self, box: SandboxContainer) -> None:
+        box.channel.close()
+        destroy(self.client, box.id)
+        self.num_destroyed += 1
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    def close(self) -> None:
+        """Destroy every container this pool made that still exists. Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            boxes = list(self._all.values())
+            self._all.clear()
+            self._idle.clear()
+        for box in boxes:
+            self._destroy(box)
+
+
+_shared: dict[tuple, ContainerPool] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool(client, base_url: str | None, image: str, policy: pol.SandboxPolicy, role: str) -> ContainerPool:
+    """The process-wide pool for these settings (closed at interpreter exit by :func:`shutdown`)."""
+    key = (base_url, image, policy_key(policy), role)
+    with _shared_lock:
+        pool = _shared.get(key)
+        if pool is None or pool._closed:
+            if not _shared:
+                _reap_once(client)
+            pool = _shared[key] = ContainerPool(client, image, policy, role)
+        return pool
+
+
+def policy_key(policy: pol.SandboxPolicy) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in vars(policy).items()))
+
+
+_reaped = False
+
+
+def _reap_once(client) -> None:
+    """First pool of the process: clean up after crashed predecessors (best effort, logged)."""
+    global _reaped
+    if _reaped:
+        return
+    _reaped = True
+    try:
+        removed = reap(client)
+        if removed:
+            log.info("reaped %d leftover sandbox containers: %s", len(removed), ", ".join(removed))
+    except Exception as exc:  # noqa: BLE001 - reaping is housekeeping, never fatal
+        log.warning("reaping leftover containers failed: %s", exc)
+
+
+def shutdown() -> None:
+    """Close every shared pool (registered with atexit)."""
+    with _shared_lock:
+        pools = list(_shared.values())
+        _shared.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(shutdown)

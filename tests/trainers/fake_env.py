@@ -1,0 +1,99 @@
+"""A small gymnasium env following the sopgym contract, for trainer tests that must not depend on envs/.
+
+Task (seeded): the user gives a key; ``lookup(key)`` returns a colour; the answer is that colour.
+The oracle calls lookup, then submit_answer. Reward 1 for the right colour, else 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import gymnasium
+import numpy as np
+
+COLOURS = ["red", "blue"]
+TOOLS = [
+    {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {"key": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "submit_answer", "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}}}},
+]
+CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+
+class FakeSopEnv(gymnasium.Env):
+    metadata = {"render_modes": []}
+
+    def __init__(self, max_turns: int = 4, training_allowed: bool = True, fail_infra_seed: int | None = None, **_):
+        self.observation_space = gymnasium.spaces.Text(10000)
+        self.action_space = gymnasium.spaces.Text(10000)
+        self.max_turns = max_turns
+        self.training_allowed = training_allowed
+        self.fail_infra_seed = fail_infra_seed
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.seed_ = seed
+        self.key = f"k{int(self.np_random.integers(0, 100))}"
+        self.value = COLOURS[int(self.np_random.integers(0, len(COLOURS)))]
+        self.turns = 0
+        self.messages = [
+            {"role": "system", "content": "SOP: look up the key, then submit its colour."},
+            {"role": "user", "content": f"key: {self.key}"},
+        ]
+        info = {
+            "task_id": f"fake-{seed}", "domain": "fake", "split": (options or {}).get("split", "train"),
+            "difficulty": "easy", "messages": list(self.messages), "tools": TOOLS, "max_turns": self.max_turns,
+            "license": "test", "training_allowed": self.training_allowed, "status": "OK",
+        }
+        return "", info
+
+    def step(self, action):
+        self.turns += 1
+        self.messages.append({"role": "assistant", "content": action})
+        calls = CALL_RE.findall(action)
+        status, reward, terminated = "OK", 0.0, False
+        components = {}
+        infra = self.fail_infra_seed is not None and self.seed_ == self.fail_infra_seed
+        if not calls:
+            status = "NO_TOOL_CALL"
+            self.messages.append({"role": "user", "content": "Please call a tool."})
+        for n, raw in enumerate(calls):
+            try:
+                call = json.loads(raw)
+                name, args = call["name"], call.get("arguments", {})
+            except (ValueError, KeyError, TypeError):
+                status = "ERROR_PARSE"
+                self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "parse error"})
+                continue
+            if name == "lookup":
+                out = self.value if args.get("key") == self.key else "unknown key"
+                self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": out})
+            elif name == "submit_answer":
+                ok = str(args.get("answer")) == self.value
+                reward, terminated, status = float(ok), True, "SUBMITTED"
+                components = {"correct": float(ok)}
+                break
+            else:
+                status = "ERROR_UNKNOWN_TOOL"
+                self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "unknown tool"})
+        truncated = not terminated and self.turns >= self.max_turns
+        info = {
+            "status": "TRUNCATED_MAX_TURNS" if truncated else status, "status_message": "",
+            "messages": list(self.messages), "reward_components": components,
+            "truncation_cause": "max_turns" if truncated else None, "infrastructure_failure": infra,
+        }
+        if terminated or truncated:
+            info["episode"] = {"task_id": f"fake-{self.seed_}", "success": bool(reward >= 1.0), "reward": reward}
+        return "", reward, terminated, truncated, info
+
+
+def oracle_reply(messages) -> str:
+    """The fake env's oracle: lookup first, then submit what the tool said."""
+    last = messages[-1]
+    if last["role"] == "tool":
+        return '<tool_call>{"name": "submit_answer", "arguments": {"answer": "%s"}}</tool_call>' % last["content"]
+    key = messages[1]["content"].split(": ")[1]
+    return '<tool_call>{"name": "lookup", "arguments": {"key": "%s"}}</tool_call>' % key
+
+
+gymnasium.register("sopgym-test/Fake-v0", entry_point=FakeSopEnv, disable_env_checker=True)

@@ -1,0 +1,147 @@
+"""Episodes in token space: sampled ids kept as sampled, environment messages rendered by the chat template.
+
+Shape legend: T = tokens of one episode.
+
+Bookkeeping (token in, token out):
+
+* The prompt (system + user + tool schemas) is the chat template of the first messages with the
+  generation prompt; ``loss_mask`` 0.
+* An assistant turn appends the ids the policy sampled, exactly, with their sampling log-probs;
+  ``loss_mask`` 1. Its message content, for the template, is the decoded sampled text.
+* After the turn, the environment's new messages (tool results or feedback) are rendered as the
+  text suffix ``template(messages[:n+k], generation prompt) - template(messages[:n])`` plus the
+  template's closing scaffolding of the assistant turn that the policy did not sample (e.g. the ``\\n``
+  after ``<|im_end|>``, or ``<|im_end|>`` itself when the turn was cut by ``max_new_tokens``). Only that
+  suffix text is tokenised; ``loss_mask`` 0. Prefix checks raise ``TemplatePrefixError`` when a template
+  rewrites earlier turns (e.g. templates that drop reasoning of past turns), so such templates are
+  reported rather than silently mis-trained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class TemplatePrefixError(RuntimeError):
+    """The chat template rendered an earlier part of the chat differently once more messages were added."""
+
+
+@dataclass
+class Episode:
+    task_id: str
+    group_id: int
+    seed: int
+    env_id: str
+    ids: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    old_logp: list[float] = field(default_factory=list)
+    """Sampling log-prob of each policy token (0.0 elsewhere)."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    success: bool = False
+    status: str = "OK"
+    truncation_cause: str | None = None
+    """None, ``max_turns``, ``context_budget`` (env or trainer) or ``max_new_tokens`` (last turn cut)."""
+    infrastructure_failure: bool = False
+    num_turns: int = 0
+    token_cap_hits: int = 0
+    """Turns cut by ``max_new_tokens`` (or by the remaining context)."""
+    invalid_actions: int = 0
+    tool_failures: int = 0
+    done: bool = False
+    episode_info: dict[str, Any] = field(default_factory=dict)
+    advantage: float = 0.0
+
+    @property
+    def num_policy_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+
+class EpisodeBuilder:
+    """Appends turns to an ``Episode`` with the tokenizer's chat template.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer with a chat template.
+        episode: the episode to fill; its ``messages`` and ``tools`` must hold the initial chat.
+    """
+
+    def __init__(self, tokenizer, episode: Episode):
+        self.tok = tokenizer
+        self.ep = episode
+        self._rendered = ""  # template text of ep.ids so far (the prefix later renders must keep)
+        text = self._render(episode.messages, generation_prompt=True)
+        self._append_text(text)
+        self._rendered = text
+
+    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
+        return self.tok.apply_chat_template(
+            messages, tools=self.ep.tools or None, tokenize=False, add_generation_prompt=generation_prompt
+        )
+
+    def _append_text(self, text: str) -> None:
+        ids = self.tok(text, add_special_tokens=False)["input_ids"]
+        self.ep.ids.extend(ids)
+        self.ep.loss_mask.extend([0] * len(ids))
+        self.ep.old_logp.extend([0.0] * len(ids))
+
+    def content_of(self, sampled_ids: list[int]) -> str:
+        """Message content of a sampled turn: the decoded text without the end-of-turn token."""
+        ids = list(sampled_ids)
+        if ids and ids[-1] == self.tok.eos_token_id:
+            ids = ids[:-1]
+        return self.tok.decode(ids, skip_special_tokens=False)
+
+    def add_assistant(self, sampled_ids: list[int], logps: list[float]) -> str:
+        """Append a sampled turn exactly as sampled; returns its message content (what the env receives)."""
+        assert len(sampled_ids) == len(logps)
+        content = self.content_of(sampled_ids)
+        self.ep.ids.extend(sampled_ids)
+        self.ep.loss_mask.extend([1] * len(sampled_ids))
+        self.ep.old_logp.extend(float(x) for x in logps)
+        self._rendered += self.tok.decode(sampled_ids, skip_special_tokens=False)
+        self.ep.messages.append({"role": "assistant", "content": content})
+        self.ep.num_turns += 1
+        return content
+
+    def add_assistant_text(self, text: str) -> str:
+        """Append a turn given as text (SFT demonstrations): tokenised once, plus the end-of-turn token."""
+        ids = self.tok(text, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
+        return self.add_assistant(ids, [0.0] * len(ids))
+
+    def add_env_messages(self, new_messages: list[dict[str, Any]], expect_more_turns: bool = True) -> None:
+        """Append the environment's messages after the last assistant turn (and the generation prompt)."""
+        closed = self._render(self.ep.messages, generation_prompt=False)
+        if not closed.startswith(self._rendered):
+            raise TemplatePrefixError(self._mismatch(closed))
+        self.ep.messages.extend(new_messages)
+        full = self._render(self.ep.messages, generation_prompt=expect_more_turns)
+        if not full.startswith(closed):
+            raise TemplatePrefixError(self._mismatch(full, closed))
+        self._append_text(full[len(self._rendered) :])
+        self._rendered = full
+
+    def close(self) -> None:
+        """Append the template's closing scaffolding of the last turn so ids == template(final messages)."""
+        closed = self._render(self.ep.messages, generation_prompt=False)
+        if not closed.startswith(self._rendered):
+            raise TemplatePrefixError(self._mismatch(closed))
+        if len(closed) > len(self._rendered):
+            self._append_text(closed[len(self._rendered) :])
+            self._rendered = closed
+
+    def _mismatch(self, text: str, prefix: str | None = None) -> str:
+        prefix = self._rendered if prefix is None else prefix
+        at = next((i for i, (a, b) in enumerate(zip(prefix, text)) if a != b), min(len(prefix), len(text)))
+        return (
+            f"chat template is not prefix-consistent at char {at}: "
+            f"had {prefix[max(0, at - 40) : at + 40]!r}, re-rendered {text[max(0, at - 40) : at + 40]!r}"
+        )
+
+
+def template_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[int]:
+    """Reference: tokenise the chat template of a whole message list in one go."""
+    text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -1,0 +1,1 @@
+"""Policies that produce one assistant turn for a batch of episodes."""

@@ -61,21 +61,21 @@ class Channel:
     def stderr_tail(self) -> str:
         return self._err.decode("utf-8", "replace")
 
-    def request(self, op: str, timeout: float, **body: Any) -> dict[str, Any]:
+    def request(self, op: str, wait_s: float, **body: Any) -> dict[str, Any]:
         """Send one request and wait for its response.
 
         Raises:
             ContainerLost: the stream ended or broke (the server or container died).
-            ChannelTimeout: no response within ``timeout`` seconds (the channel is closed).
+            ChannelTimeout: no response within ``wait_s`` seconds (the channel is closed).
         """
         if self.closed:
             raise ContainerLost(f"channel to {self._label} is closed (a previous failure); expected an open channel")
         self._next_id += 1
         req_id = self._next_id
         line = json.dumps({"op": op, "id": req_id, **body}, ensure_ascii=True, separators=(",", ":")) + "\n"
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + wait_s
         try:
-            self._sock.settimeout(timeout)
+            self._sock.settimeout(wait_s)
             self._sock.sendall(line.encode())
             while True:
                 nl = self._out.find(b"\n")
@@ -101,7 +101,7 @@ class Channel:
                 self._feed(data)
         except (socket.timeout, TimeoutError) as exc:
             self.close()
-            raise ChannelTimeout(f"{self._label}: no answer to {op!r} within {timeout:.1f} s") from exc
+            raise ChannelTimeout(f"{self._label}: no answer to {op!r} within {wait_s:.1f} s") from exc
         except (ConnectionError, OSError) as exc:
             self.close()
             raise ContainerLost(f"{self._label}: channel broke during {op!r}: {exc}") from exc

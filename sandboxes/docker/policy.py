@@ -161,6 +161,9 @@ class SandboxPolicy:
             "user": self.user,
             "labels": self.labels(role, session),
             "stdin_open": True,
+            # Closing our attach stream (or our process dying) gives the server EOF: it exits and
+            # the container stops by itself.
+            "stdin_once": True,
             "tty": False,
             "network_disabled": True,
             "working_dir": "/tmp",

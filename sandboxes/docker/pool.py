@@ -78,10 +78,10 @@ class SandboxContainer:
     broken: bool = False
     created_s: float = 0.0
 
-    def request(self, op: str, timeout: float, **body: Any) -> dict[str, Any]:
+    def request(self, op: str, wait_s: float, **body: Any) -> dict[str, Any]:
         """A request that must succeed; marks the container broken on any infrastructure failure."""
         try:
-            response = self.channel.request(op, timeout, **body)
+            response = self.channel.request(op, wait_s, **body)
         except SandboxError:
             self.broken = True
             raise
@@ -112,7 +112,10 @@ def start_container(client, image: str, policy: pol.SandboxPolicy, role: str, *,
     host_config = client.api.create_host_config(**_host_config_kwargs(options.pop("host_config")))
     started = time.monotonic()
     try:
-        created = client.api.create_container(host_config=host_config, stdin_once=True, **options)
+        stdin_once = options.pop("stdin_once")
+        config = client.api.create_container_config(host_config=host_config, **{k: v for k, v in options.items() if k != "name"})
+        config["StdinOnce"] = stdin_once  # not a create_container keyword in docker-py
+        created = client.api.create_container_from_config(config, name)
     except docker.errors.ImageNotFound as exc:
         raise ImageMissing(
             f"sandbox image {image} is not built on this daemon; expected it after `sopgym sandbox build` "

@@ -131,7 +131,7 @@ def _is_zombie(pid):
         return True
 
 
-def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None):
+def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None, cwd=None):
     """Run argv with a hard wall-clock deadline; capture stdout/stderr up to ``cap`` bytes each."""
     start = time.monotonic()
     deadline = start + float(timeout)
@@ -142,7 +142,7 @@ def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None):
         stderr=subprocess.PIPE,
         close_fds=True,
         start_new_session=True,
-        cwd=SCRATCH,
+        cwd=cwd or SCRATCH,
         env=env,
     )
     try:
@@ -150,7 +150,8 @@ def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None):
     except BrokenPipeError:
         pass
     child.stdin.close()
-    out = {child.stdout.fileno(): bytearray(), child.stderr.fileno(): bytearray()}
+    out_fd, err_fd = child.stdout.fileno(), child.stderr.fileno()
+    out = {out_fd: bytearray(), err_fd: bytearray()}
     truncated = False
     timed_out = False
     sel = selectors.DefaultSelector()
@@ -190,8 +191,8 @@ def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None):
         clean_scratch()
     return {
         "exit_code": None if timed_out else code,
-        "stdout": out[child.stdout.fileno()].decode("utf-8", "replace"),
-        "stderr": out[child.stderr.fileno()].decode("utf-8", "replace"),
+        "stdout": out[out_fd].decode("utf-8", "replace"),
+        "stderr": out[err_fd].decode("utf-8", "replace"),
         "timed_out": timed_out,
         "truncated": truncated,
         "elapsed": time.monotonic() - start,

@@ -1,0 +1,26 @@
+"""Docker sandboxes: the stateful and verifiable tiers in hardened, pooled containers.
+
+Modules, one concern each: ``policy`` (the only place Docker options are built), ``image``
+(offline/Dockerfile build, content-hash tags), ``pool`` (lifecycle, cleanup, reaper), ``channel``
+(the persistent attach stream), ``server`` (runs inside the container), ``backend`` (the
+:class:`~sopgym.sandboxes.base.StatefulBackend` and :class:`~sopgym.sandboxes.base.CodeRunner`),
+``cli`` (``sopgym sandbox build|status|gc``). See docs/sandboxes.md.
+
+Importing this package needs the docker SDK (``pip install 'sopgym[docker]'``); an ImportError here
+is what :mod:`sopgym.sandboxes.factory` turns into ``SandboxUnavailable``.
+"""
+
+import docker as _docker_sdk  # noqa: F401 - fail at import when the optional SDK is missing
+
+from .backend import DockerCodeRunner, DockerStatefulBackend
+from .cli import gc, status
+from .errors import ChannelTimeout, ContainerLost, DaemonUnreachable, ImageMissing, ProgramError
+from .image import build_image, image_tag
+from .policy import SandboxPolicy
+from .pool import ContainerPool, reap, shutdown
+
+__all__ = [
+    "DockerStatefulBackend", "DockerCodeRunner", "SandboxPolicy", "ContainerPool", "build_image", "image_tag",
+    "status", "gc", "reap", "shutdown", "DaemonUnreachable", "ImageMissing", "ContainerLost", "ChannelTimeout",
+    "ProgramError",
+]

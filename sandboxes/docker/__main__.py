@@ -1,0 +1,8 @@
+"""``python -m sopgym.sandboxes.docker build|status|gc``: the ``sopgym sandbox`` commands without the CLI."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["sandbox", *sys.argv[1:]]))

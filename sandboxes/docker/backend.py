@@ -1,0 +1,235 @@
+"""Docker stateful backend and Docker code runner (the stateful and verifiable tiers in containers).
+
+:class:`DockerStatefulBackend` holds one warm container per env slot for its lifetime: an episode
+reset sends the program (once per container) and the initial state over the container's channel,
+and the server rebuilds its in-memory SQLite database: no container is recreated. Results equal
+:class:`~sopgym.sandboxes.inprocess.InProcessBackend`'s on the same episode and calls.
+
+:class:`DockerCodeRunner` runs agent Python or read-only SQL in pooled containers with a hard
+deadline (enforced inside by the server, and outside by killing the container if the server itself
+does not answer by ``timeout + grace_s``).
+
+What this protects against: tool code and agent code touching the host, the network or other
+episodes (see ``policy.py`` for the container settings); a dead or hung container stalling an env
+(typed :class:`SandboxError` subclasses within the call's timeout; the container is replaced).
+The container only ever receives a program's source and the initial state, never a task's answer.
+What it does not: a tool's own bugs (they are the program's, and equal to in-process behaviour);
+side channels between agent code and the server inside one runner container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import threading
+from typing import Any, Mapping
+
+from ..base import CodeRunner, ExecResult, Outcome, StatefulBackend, StatefulProgram, ToolResult
+from . import policy as pol
+from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
+from .image import image_exists, image_tag
+from .pool import ContainerPool, SandboxContainer, connect, shared_pool
+
+__all__ = ["DockerStatefulBackend", "DockerCodeRunner", "program_source"]
+
+log = logging.getLogger(__name__)
+
+_sources: dict[str, tuple[str, str]] = {}
+_sources_lock = threading.Lock()
+
+
+def program_source(program: StatefulProgram) -> tuple[str, str]:
+    """``(sha, source)`` of a stateful program's module, read from its file on the host."""
+    with _sources_lock:
+        hit = _sources.get(program.module)
+        if hit is not None:
+            return hit
+    spec = importlib.util.find_spec(program.module)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ValueError(f"stateful program {program.module!r}: expected an importable .py module, found {spec}")
+    with open(spec.origin, encoding="utf-8") as fh:
+        source = fh.read()
+    sha = hashlib.sha256(f"{program.module}\n{source}".encode()).hexdigest()[:16]
+    with _sources_lock:
+        _sources[program.module] = (sha, source)
+    return sha, source
+
+
+def _ensure_program(box: SandboxContainer, program: StatefulProgram, timeout: float) -> str:
+    sha, source = program_source(program)
+    if sha not in box.programs:
+        response = box.request("program", timeout, sha=sha, module=program.module, source=source)
+        if not response["ok"]:
+            raise ProgramError(f"loading {program.module} in {box.name} failed: {response['error']}")
+        box.programs.add(sha)
+    return sha
+
+
+def _pool_for(role: str, image: str | None, policy: pol.SandboxPolicy | None, pool: ContainerPool | None,
+              base_url: str | None, check_image: bool) -> ContainerPool:
+    if pool is not None:
+        return pool
+    client = connect(base_url)
+    image = image or image_tag()
+    if check_image and not image_exists(image, client):
+        raise ImageMissing(
+            f"sandbox image {image} is not built on this daemon (expected the tag for this code's content hash); "
+            "run `sopgym sandbox build` or `bash scripts/docker_setup.sh`"
+        )
+    return shared_pool(client, base_url, image, policy or pol.SandboxPolicy(), role)
+
+
+class DockerStatefulBackend(StatefulBackend):
+    """Stateful tools in a hardened container (one per env slot, reused across episodes).
+
+    Args:
+        image: image tag (default: :func:`~sopgym.sandboxes.docker.image.image_tag`).
+        policy: container hardening and limits (default: fully hardened).
+        pool: container pool to draw from (default: the process-wide pool for these settings).
+        base_url: Docker daemon URL (default: ``DOCKER_HOST`` or the local unix socket).
+        call_timeout_s: a tool call with no answer by then raises :class:`ChannelTimeout`.
+        load_timeout_s: deadline for an episode reset (program load + database build).
+        keep_warm: on ``close`` return the container to the pool (True) or destroy it (False).
+
+    Raises:
+        DaemonUnreachable: the daemon did not answer.
+        ImageMissing: the image is not built.
+    """
+
+    def __init__(self, *, image: str | None = None, policy: pol.SandboxPolicy | None = None,
+                 pool: ContainerPool | None = None, base_url: str | None = None, call_timeout_s: float = 5.0,
+                 load_timeout_s: float = 30.0, keep_warm: bool = True) -> None:
+        self.pool = _pool_for("stateful", image, policy, pool, base_url, check_image=pool is None)
+        self.call_timeout_s = call_timeout_s
+        self.load_timeout_s = load_timeout_s
+        self.keep_warm = keep_warm
+        self._box: SandboxContainer | None = None
+        self._loaded = False
+
+    @property
+    def container_name(self) -> str | None:
+        return self._box.name if self._box is not None else None
+
+    def start_episode(self, program: StatefulProgram, initial_state: Mapping[str, list]) -> None:
+        # A broken container is replaced; one retry covers a container that died while idle.
+        for attempt in (0, 1):
+            if self._box is None or self._box.broken:
+                self._drop_box()
+                self._box = self.pool.acquire()
+            try:
+                self._loaded = False
+                sha = _ensure_program(self._box, program, self.load_timeout_s)
+                response = self._box.request("load", self.load_timeout_s, sha=sha, state=initial_state)
+                if not response["ok"]:
+                    raise ProgramError(f"building the database of {program.module} failed: {response['error']}")
+                self._loaded = True
+                return
+            except ProgramError:
+                raise
+            except SandboxError:
+                if attempt == 1:
+                    self._drop_box()
+                    raise
+                log.warning("sandbox container failed at reset; replacing it")
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        assert self._box is not None and self._loaded, "call before start_episode"
+        try:
+            response = self._box.request("call", self.call_timeout_s, name=name, args=dict(arguments))
+        except SandboxError:
+            self._drop_box()
+            raise
+        if not response["ok"]:
+            raise ProgramError(f"tool {name!r} failed outside the tool itself: {response['error']}")
+        return ToolResult(Outcome(response["outcome"]), content=response["content"], error=response["error"])
+
+    def snapshot(self) -> dict[str, Any]:
+        assert self._box is not None and self._loaded, "snapshot before start_episode"
+        try:
+            response = self._box.request("snapshot", self.call_timeout_s)
+        except SandboxError:
+            self._drop_box()
+            raise
+        if not response["ok"]:
+            raise ProgramError(f"snapshot failed: {response['error']}")
+        return response["snapshot"]
+
+    def _drop_box(self) -> None:
+        if self._box is not None:
+            self.pool.discard(self._box)
+        self._box = None
+        self._loaded = False
+
+    def close(self) -> None:
+        box, self._box, self._loaded = self._box, None, False
+        if box is None:
+            return
+        if not self.keep_warm or box.broken:
+            self.pool.discard(box)
+            return
+        try:  # drop the episode's state before anyone else gets the container
+            response = box.request("unload", self.call_timeout_s)
+            if not response["ok"]:
+                box.broken = True
+        except SandboxError:
+            pass
+        self.pool.release(box)
+
+
+class DockerCodeRunner(CodeRunner):
+    """Runs agent Python / read-only SQL in pooled hardened containers with a hard deadline.
+
+    Args:
+        image, policy, pool, base_url: as for :class:`DockerStatefulBackend`.
+        output_cap_bytes: stdout and stderr are each cut at this many bytes (``truncated`` is set).
+        grace_s: the server must answer within ``timeout_s + grace_s``, else the container is killed
+            and :class:`ChannelTimeout` raised (the server's own deadline normally fires first).
+    """
+
+    def __init__(self, *, image: str | None = None, policy: pol.SandboxPolicy | None = None,
+                 pool: ContainerPool | None = None, base_url: str | None = None,
+                 output_cap_bytes: int = 64 * 1024, grace_s: float = 5.0) -> None:
+        self.pool = _pool_for("runner", image, policy, pool, base_url, check_image=pool is None)
+        self.output_cap_bytes = output_cap_bytes
+        self.grace_s = grace_s
+        self._closed = False
+
+    def _run(self, op: str, timeout_s: float, program: StatefulProgram | None = None, **body: Any) -> ExecResult:
+        if self._closed:
+            raise SandboxError("DockerCodeRunner is closed; expected an open runner")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        box = self.pool.acquire()
+        try:
+            if program is not None:
+                body["sha"] = _ensure_program(box, program, 30.0)
+            response = box.request(op, timeout_s + self.grace_s, timeout=timeout_s, cap=self.output_cap_bytes, **body)
+        except ChannelTimeout:
+            box.kill()
+            self.pool.discard(box)
+            raise
+        except SandboxError:
+            self.pool.discard(box)
+            raise
+        if not response["ok"]:
+            self.pool.discard(box)
+            raise SandboxError(f"{op} failed inside the sandbox server: {response['error']}")
+        self.pool.release(box)
+        return ExecResult(
+            exit_code=response["exit_code"],
+            stdout=response["stdout"],
+            stderr=response["stderr"],
+            timed_out=response["timed_out"],
+            truncated=response["truncated"],
+        )
+
+    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
+        return self._run("run_python", timeout_s, code=code, stdin=stdin)
+
+    def run_sql(self, query: str, *, program: StatefulProgram, initial_state: Mapping[str, list],
+                timeout_s: float = 5.0) -> ExecResult:
+        return self._run("run_sql", timeout_s, program=program, query=query, state=dict(initial_state))
+
+    def close(self) -> None:
+        self._closed = True

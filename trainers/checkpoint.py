@@ -49,6 +49,7 @@ def save(
     run_id: str | None,
     history: list[dict[str, float]],
     config: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Save everything needed to continue at ``step`` (the next RL step to run)."""
     path = Path(run_dir) / FILENAME
@@ -63,6 +64,7 @@ def save(
         "mlflow_run_id": run_id,
         "history": history,
         "config": config,
+        **(extra or {}),
     }
     tmp = path.with_suffix(".tmp")
     torch.save(payload, tmp)

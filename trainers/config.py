@@ -258,6 +258,18 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return raw
 
 
+def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
+    """YAML reads ``1e-3`` as a string and ``1`` as an int: convert them for float fields."""
+    out = dict(values)
+    for f in dataclasses.fields(cls):
+        if f.name in out and f.type == "float" and isinstance(out[f.name], (str, int)) and not isinstance(out[f.name], bool):
+            try:
+                out[f.name] = float(out[f.name])
+            except ValueError as exc:
+                raise ValueError(f"{cls.__name__}.{f.name} must be a number, got {out[f.name]!r}") from exc
+    return out
+
+
 def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
     """Build a TrainConfig, rejecting unknown keys so typos do not pass silently."""
     top_fields = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -272,7 +284,7 @@ def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
             bad = set(value or {}) - allowed
             if bad:
                 raise ValueError(f"unknown keys in {name}: {sorted(bad)}")
-            kwargs[name] = cls(**(value or {}))
+            kwargs[name] = cls(**_coerce(cls, value or {}))
         else:
             kwargs[name] = value
     if "env" not in kwargs or "model" not in kwargs:

@@ -178,7 +178,7 @@ def collect(
     return episodes
 
 
-def group_specs(env_ids: list[str], split: str, first_seed: int, num_tasks: int, group_size: int) -> list[EpisodeSpec]:
+def group_spec_list(env_ids: list[str], split: str, first_seed: int, num_tasks: int, group_size: int) -> list[EpisodeSpec]:
     """``num_tasks`` tasks from consecutive seeds (env ids alternate), each repeated ``group_size`` times."""
     specs = []
     for t in range(num_tasks):

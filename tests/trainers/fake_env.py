@@ -10,7 +10,6 @@ import json
 import re
 
 import gymnasium
-import numpy as np
 
 COLOURS = ["red", "blue"]
 TOOLS = [
@@ -91,9 +90,21 @@ def oracle_reply(messages) -> str:
     """The fake env's oracle: lookup first, then submit what the tool said."""
     last = messages[-1]
     if last["role"] == "tool":
-        return '<tool_call>{"name": "submit_answer", "arguments": {"answer": "%s"}}</tool_call>' % last["content"]
+        return "<tool_call>" + json.dumps({"name": "submit_answer", "arguments": {"answer": last["content"]}}) + "</tool_call>"
     key = messages[1]["content"].split(": ")[1]
-    return '<tool_call>{"name": "lookup", "arguments": {"key": "%s"}}</tool_call>' % key
+    return "<tool_call>" + json.dumps({"name": "lookup", "arguments": {"key": key}}) + "</tool_call>"
+
+
+class FakeOracle:
+    """The ``make_policy("oracle")`` interface: ``reset(info)`` then ``act(observation, info)``."""
+
+    def reset(self, info):
+        self.messages = list(info["messages"])
+
+    def act(self, observation, info):
+        if "messages" in info and len(info["messages"]) >= len(self.messages):
+            self.messages = list(info["messages"])
+        return oracle_reply(self.messages)
 
 
 gymnasium.register("sopgym-test/Fake-v0", entry_point=FakeSopEnv, disable_env_checker=True)

@@ -12,6 +12,7 @@ renormalised nucleus).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +51,9 @@ class HFPolicy:
         self.tok = tokenizer
         self.stop_ids = {tokenizer.eos_token_id, *(stop_ids or [])}
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        # transformers 5.x renamed the KV-cache argument; the cache object is updated in place either way.
+        params = inspect.signature(model.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     @torch.no_grad()
     def generate(
@@ -83,15 +87,14 @@ class HFPolicy:
         was_training = self.model.training
         self.model.eval()
         step_input_BP, step_pos_BP = input_BP, pos_BP
-        for t in range(int(caps_B.max().item()) if num_B else 0):
+        for _ in range(int(caps_B.max().item()) if num_B else 0):
             out = self.model(
                 input_ids=step_input_BP,
                 attention_mask=attn_BP,
                 position_ids=step_pos_BP,
-                past_key_values=cache,
                 use_cache=True,
+                **{self._cache_kw: cache},
             )
-            cache = out.past_key_values
             logits_BV = out.logits[:, -1, :].float()
             if temperature > 0:
                 logp_BV = torch.log_softmax(logits_BV / temperature, dim=-1)

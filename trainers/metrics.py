@@ -1,0 +1,103 @@
+"""Group advantages for a batch of episodes, and the rollout metrics logged every step."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import torch
+
+from .advantages import ADVANTAGES, normalise_components, zero_variance
+from .episodes import Episode
+
+
+def assign_advantages(
+    episodes: list[Episode], estimator: str, passk_k: int = 2, component_norm: bool = False, filter_zero_variance: bool = False
+) -> tuple[list[Episode], dict[str, float]]:
+    """Set ``ep.advantage`` per group; returns the episodes to train on and zero-variance statistics.
+
+    Infrastructure failures are excluded from their group before the baseline is computed and never
+    trained on. With ``filter_zero_variance``, groups whose rewards are all equal are dropped.
+    """
+    groups: dict[int, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        if not ep.infrastructure_failure:
+            groups[ep.group_id].append(ep)
+    component_names = sorted({k for ep in episodes for k in ep.reward_components})
+    trainable: list[Episode] = []
+    num_zero = 0
+    zero_by_component: Counter[str] = Counter()
+    for members in groups.values():
+        rewards_G = torch.tensor([ep.reward for ep in members], dtype=torch.float64)
+        is_zero = zero_variance(rewards_G)
+        num_zero += int(is_zero)
+        for name in component_names:
+            values_G = torch.tensor([ep.reward_components.get(name, 0.0) for ep in members], dtype=torch.float64)
+            zero_by_component[name] += int(zero_variance(values_G))
+        if component_norm and component_names:
+            comps_GC = torch.tensor(
+                [[ep.reward_components.get(n, 0.0) for n in component_names] for ep in members], dtype=torch.float64
+            )
+            rewards_G = normalise_components(comps_GC)
+        adv_G = ADVANTAGES[estimator](rewards_G, k=passk_k)
+        for ep, a in zip(members, adv_G.tolist()):
+            ep.advantage = float(a)
+        if not (filter_zero_variance and is_zero):
+            trainable.extend(members)
+    num_groups = max(1, len(groups))
+    stats = {"rollout/zero_variance_group_fraction": num_zero / num_groups}
+    for name in component_names:
+        stats[f"rollout/zero_variance_fraction/{name}"] = zero_by_component[name] / num_groups
+    return trainable, stats
+
+
+def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """Reward, success, lengths, truncations by cause, turns, invalid actions, tool and infra failures."""
+    n = max(1, len(episodes))
+    valid = [ep for ep in episodes if not ep.infrastructure_failure] or episodes
+    response = [ep.num_policy_tokens for ep in episodes] or [0]
+    turns = sum(ep.num_turns for ep in episodes)
+    m = {
+        "rollout/reward/mean": sum(ep.reward for ep in valid) / max(1, len(valid)),
+        "rollout/success_rate": sum(ep.success for ep in valid) / max(1, len(valid)),
+        "rollout/tokens/response_max": float(max(response)),
+        "rollout/tokens/response_mean": sum(response) / n,
+        "rollout/tokens/episode_mean": sum(len(ep.ids) for ep in episodes) / n,
+        "rollout/turns/mean": turns / n,
+        "rollout/invalid_action_rate": sum(ep.invalid_actions for ep in episodes) / max(1, turns),
+        "rollout/tool_failure_rate": sum(ep.tool_failures for ep in episodes) / max(1, turns),
+        "rollout/infrastructure_failures": float(sum(ep.infrastructure_failure for ep in episodes)),
+        "rollout/token_cap_rate": sum(ep.token_cap_hits > 0 for ep in episodes) / n,
+        "rollout/truncation_rate/any": sum(ep.truncation_cause is not None for ep in episodes) / n,
+    }
+    for cause in ("max_turns", "context_budget"):
+        m[f"rollout/truncation_rate/{cause}"] = sum(ep.truncation_cause == cause for ep in episodes) / n
+    for name in sorted({k for ep in valid for k in ep.reward_components}):
+        m[f"rollout/reward/{name}"] = sum(ep.reward_components.get(name, 0.0) for ep in valid) / max(1, len(valid))
+    return m
+
+
+def eval_metrics(episodes: list[Episode], k: int = 1) -> dict[str, float]:
+    """Held-out metrics from the independent evaluator when available, else from the episodes' own success."""
+    records = [dict(ep.episode_info, task_id=ep.episode_info.get("task_id", ep.task_id)) for ep in episodes]
+    out: dict[str, float] = {}
+    try:
+        from sopgym.evaluation import evaluate_records
+
+        result = evaluate_records(records, k=k)
+        for key, value in result.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[f"val/{key}"] = float(value)
+    except (ImportError, AttributeError):
+        out["val/task_success_rate"] = sum(ep.success for ep in episodes) / max(1, len(episodes))
+        out["val/evaluator_fallback"] = 1.0
+    out["val/reward/mean"] = sum(ep.reward for ep in episodes) / max(1, len(episodes))
+    out.setdefault("val/task_success_rate", sum(ep.success for ep in episodes) / max(1, len(episodes)))
+    return out
+
+
+def divergence_warning(train_rewards: list[float], val_success: list[float], window: int = 3) -> bool:
+    """True when the mean training reward rose over the last ``window`` evaluations while validation success fell."""
+    if len(val_success) < 2 or len(train_rewards) < 2 * window:
+        return False
+    reward_up = sum(train_rewards[-window:]) / window > sum(train_rewards[-2 * window : -window]) / window
+    return reward_up and val_success[-1] < val_success[-2]

@@ -1,0 +1,116 @@
+"""Supervised warm start on demonstration trajectories (e.g. the env's oracle policy), same masking and packing.
+
+Trajectories are collected at the message level first (the offline BPE tokenizer is trained on their
+text), then turned into token-space episodes with the chat template: assistant turns get
+``loss_mask`` 1 (their text tokenised once, plus the end-of-turn token), everything else 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .episodes import Episode, EpisodeBuilder
+from .optimise import StepSettings, optimiser_step
+from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed
+
+
+def default_oracle():
+    from sopgym.envs.policies import make_policy
+
+    return make_policy("oracle")
+
+
+def collect_trajectories(
+    pool: EnvPool, specs: list[EpisodeSpec], make_oracle: Callable[[], Any], allow_restricted: bool = False
+) -> list[dict[str, Any]]:
+    """Run the oracle on each spec; returns ``{"messages", "tools", "reward", "success"}`` per episode.
+
+    Assistant messages hold the oracle's reply text (what the env parsed), not structured tool calls.
+    """
+    out = []
+    for spec in specs:
+        env = pool.get(spec.env_id, 0)
+        oracle = make_oracle()
+        obs, info = env.reset(seed=spec.seed, options={"split": spec.split, **(spec.options or {})})
+        if not info.get("training_allowed", False) and not allow_restricted:
+            raise TrainingNotAllowed(f"{spec.env_id}: training_allowed=False for task {info.get('task_id')}")
+        oracle.reset(info)
+        tools = info.get("tools")
+        messages = [dict(m) for m in info["messages"]]
+        seen = len(info["messages"])
+        reward, done = 0.0, False
+        while not done:
+            text = oracle.act(obs, info)
+            messages.append({"role": "assistant", "content": text})
+            obs, r, terminated, truncated, info = env.step(text)
+            reward += float(r)
+            done = terminated or truncated
+            if not done:
+                messages.extend(dict(m) for m in info["messages"][seen + 1 :])
+                seen = len(info["messages"])
+        success = bool((info.get("episode") or {}).get("success", reward >= 1.0))
+        out.append({"messages": messages, "tools": tools, "reward": reward, "success": success})
+    return out
+
+
+def trajectory_texts(trajectories: list[dict[str, Any]]) -> list[str]:
+    """Texts to train the offline BPE on: message contents and tool schemas."""
+    import json
+
+    texts = []
+    for traj in trajectories:
+        texts.extend(str(m.get("content") or "") for m in traj["messages"])
+        texts.append(json.dumps(traj["tools"]))
+    return texts
+
+
+def episode_from_messages(tokenizer, messages: list[dict[str, Any]], tools, task_id: str = "", group_id: int = 0) -> Episode:
+    """A token-space episode from a finished chat (first two messages: system/user prompt)."""
+    first_assistant = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    ep = Episode(task_id=task_id, group_id=group_id, seed=0, env_id="", messages=[dict(m) for m in messages[:first_assistant]], tools=tools)
+    builder = EpisodeBuilder(tokenizer, ep)
+    i = first_assistant
+    while i < len(messages):
+        builder.add_assistant_text(messages[i]["content"])
+        j = i + 1
+        while j < len(messages) and messages[j]["role"] != "assistant":
+            j += 1
+        if j > i + 1 or j < len(messages):
+            builder.add_env_messages([dict(m) for m in messages[i + 1 : j]], expect_more_turns=j < len(messages))
+        i = j
+    builder.close()
+    return ep
+
+
+def train_sft(
+    model,
+    episodes: list[Episode],
+    *,
+    epochs: int,
+    lr: float,
+    batch_episodes: int,
+    settings: StepSettings,
+    backend: str,
+    generator: torch.Generator,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    total = epochs * ((len(episodes) + batch_episodes - 1) // batch_episodes)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(1, total))
+    model.train()
+    history = []
+    step = 0
+    for _ in range(epochs):
+        order = torch.randperm(len(episodes), generator=generator).tolist()
+        for start in range(0, len(order), batch_episodes):
+            batch = [episodes[i] for i in order[start : start + batch_episodes]]
+            stats = optimiser_step(model, None, optimizer, scheduler, batch, settings, backend, loss_name="sft")
+            history.append(stats)
+            if on_step:
+                on_step(step, stats)
+            step += 1
+    return history

@@ -65,7 +65,8 @@ class SOPEnv(gym.Env):
         render_mode: ``None`` or ``ansi``.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    # render_fps only silences gymnasium's checker: "ansi" renders a transcript, not frames.
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,
@@ -114,6 +115,7 @@ class SOPEnv(gym.Env):
         self._tools = [t.openai_schema() for t in self.pack.tools] + [self.pack.submit_spec().openai_schema()]
         self._system = rendering.system_message(self.pack)
         self._toolbox: ToolBox | None = None
+        self._runner = None  # the verifiable tier's CodeRunner, created on first use
         self._task: Task | None = None
         self._done = True
 
@@ -221,6 +223,9 @@ class SOPEnv(gym.Env):
         if self._toolbox is not None:
             self._toolbox.close()
             self._toolbox = None
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
         self._task = None
         self._done = True
         super().close()
@@ -242,11 +247,14 @@ class SOPEnv(gym.Env):
             stateful = make_stateful_backend(self.sandbox, **self.sandbox_options)
         verifiable = None
         if self.pack.verifiable is not None:
-            runner = make_code_runner(self.code_runner)
             handler = self.pack.verifiable
 
             def verifiable(name, args, episode, _stateful):
-                return handler(runner, name, args, episode)
+                # Created on first use: an env whose agent never runs code needs no runner. A runner
+                # that cannot start raises SandboxError, which the ToolBox reports as ERROR_SANDBOX.
+                if self._runner is None:
+                    self._runner = make_code_runner(self.code_runner)
+                return handler(self._runner, name, args, episode)
 
         return ToolBox(self.pack.tools, stateful=stateful, verifiable=verifiable)
 

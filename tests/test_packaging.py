@@ -1,0 +1,67 @@
+"""The package installs non-editable, imports from site-packages, and registers every env."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("installed")
+    wheels, site = tmp / "wheels", tmp / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = wheels.glob("sopgym-*.whl")
+    inst = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert inst.returncode == 0, inst.stderr
+    return site
+
+
+def _run(site, code):
+    env = {k: v for k, v in os.environ.items() if k != "SOPBENCH_DIR"}
+    env["PYTHONPATH"] = str(site)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=str(site.parent), env=env)
+
+
+def test_installed_package_imports_from_site_packages_not_the_checkout(installed):
+    out = _run(installed, "import sopgym, sopgym.envs, sopgym.sandboxes, sopgym.sop_tasks; print(sopgym.__file__)")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(installed))
+
+
+def test_no_bare_top_level_modules_are_installed(installed):
+    top = sorted(p.name for p in installed.iterdir() if not p.name.endswith((".dist-info", ".egg-info")) and p.name != "bin")
+    assert top == ["sopgym"]
+
+
+def test_installed_package_registers_and_runs_every_authored_env(installed):
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import AUTHORED_ENV_IDS
+
+    code = (
+        "import gymnasium as gym, sopgym\n"
+        "from sopgym.envs.registration import registered_env_ids\n"
+        "from sopgym.envs.policies import make_policy\n"
+        "ids = registered_env_ids('sopgym')\n"
+        "for i in ids:\n"
+        "    e = gym.make(i, code_runner='inprocess') if sopgym.sop_tasks.get_pack(i.rsplit('-v', 1)[0]).verifiable else gym.make(i)\n"
+        "    p = make_policy('oracle'); o, info = e.reset(options={'split': 'test', 'task_index': 0}); p.reset(info); done = False\n"
+        "    while not done:\n"
+        "        o, r, t, tr, info = e.step(p.act(o, info)); done = t or tr\n"
+        "    assert r == 1.0, (i, info['status'])\n"
+        "print(' '.join(ids))\n"
+    )
+    out = _run(installed, code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == AUTHORED_ENV_IDS

@@ -323,11 +323,13 @@ for pid in [x for x in os.listdir("/proc") if x.isdigit()]:
             pass
 print(scanned, hits)
 """
+        episode_bytes = bytes(sent)  # the scan below is our probe: it is handed the needle itself
         inside = runner.run_python(scan, stdin=answer + "\n", timeout_s=20)
         configs = [json.dumps(docker_client.api.inspect_container(c["Id"])["Config"]) for c in session_containers(docker_client)]
     finally:
         box.close()
         runner.close()
+    sent = episode_bytes
     assert b"def transfer" in sent and state_token.encode() in sent, "positive control: the initial state should have been sent (recording broken?)"
     assert answer.encode() not in sent, "the task answer was sent into the stateful container"
     assert not any(answer in cfg for cfg in configs), "the task answer appears in a container's configuration"

@@ -88,12 +88,18 @@ def policy_loss(
     ``mask_BT`` is applied with ``torch.where`` so masked tokens get exactly zero gradient even when
     their per-token loss is not finite (e.g. padding).
     """
+    valid_BT = mask_BT.bool()
+    # Neutral values at masked positions: torch.where passes 0 * d(term) back to the unselected branch,
+    # which is NaN if the term there is not finite, so masked inputs must be finite before the loss.
+    old_logp_BT = torch.where(valid_BT, old_logp_BT, logp_BT.detach())
+    adv_BT = torch.where(valid_BT, adv_BT, torch.zeros_like(adv_BT))
+    weight_BT = torch.where(valid_BT, weight_BT, torch.zeros_like(weight_BT))
     term_BT = LOSSES[name](logp_BT, old_logp_BT, adv_BT, params)
     kl_BT = None
     if ref_logp_BT is not None and kl_coef > 0:
+        ref_logp_BT = torch.where(valid_BT, ref_logp_BT, logp_BT.detach())
         kl_BT = k3_kl(logp_BT, ref_logp_BT)
         term_BT = term_BT + kl_coef * kl_BT
-    valid_BT = mask_BT.bool()
     loss = torch.where(valid_BT, term_BT * weight_BT, torch.zeros_like(term_BT)).sum()
     with torch.no_grad():
         num_valid = int(valid_BT.sum())

@@ -1,0 +1,60 @@
+"""Tiny models and tokenizers built without any download."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from sopgym.trainers.episodes import Episode, EpisodeBuilder
+from sopgym.trainers.tokenizer import build_bpe_tokenizer
+
+from . import fake_env
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_tokenizer():
+    texts = []
+    for seed in range(20):
+        env = fake_env.FakeSopEnv()
+        _, info = env.reset(seed=seed)
+        texts.extend(m["content"] for m in info["messages"])
+        texts.append(fake_env.oracle_reply(info["messages"]))
+        texts.append(fake_env.oracle_reply(info["messages"] + [{"role": "tool", "content": "red"}]))
+    texts.append(str(fake_env.TOOLS))
+    return build_bpe_tokenizer(texts * 3, vocab_size=400)
+
+
+def tiny_model(tokenizer, dtype=torch.float32, attn="sdpa", seed=0, hidden=64, layers=2):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, attn_implementation=attn,
+    )
+    return LlamaForCausalLM(config).to(dtype)
+
+
+def oracle_episode(tokenizer, seed: int, group_id: int = 0, advantage: float = 0.0) -> Episode:
+    """A finished fake-env episode whose assistant turns are the oracle's (as if sampled)."""
+    env = fake_env.FakeSopEnv()
+    _, info = env.reset(seed=seed)
+    ep = Episode(task_id=info["task_id"], group_id=group_id, seed=seed, env_id="fake", messages=list(info["messages"]), tools=info["tools"])
+    b = EpisodeBuilder(tokenizer, ep)
+    seen = len(info["messages"])
+    while True:
+        text = fake_env.oracle_reply(ep.messages)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        g = torch.Generator().manual_seed(seed * 7 + len(ep.ids))
+        b.add_assistant(ids, (-torch.rand(len(ids), generator=g, dtype=torch.float64)).tolist())
+        _, r, term, trunc, info = env.step(b.ep.messages[-1]["content"])
+        ep.reward += r
+        if term or trunc:
+            b.close()
+            break
+        b.add_env_messages(info["messages"][seen + 1 :])
+        seen = len(info["messages"])
+    ep.advantage = advantage
+    return ep

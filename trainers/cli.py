@@ -1,0 +1,49 @@
+"""``sopgym train --config configs/X.yaml [key=value ...]``: the trainer's command line.
+
+Wired into the ``sopgym`` command as its ``train`` subcommand; ``main(argv)`` accepts the arguments
+after ``train`` (a leading ``train`` is tolerated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sopgym train", description="Train a policy on sopgym environments (SFT + RL).")
+    p.add_argument("--config", required=True, help="YAML config (see configs/)")
+    p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in run_dir")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rollout.group_size=8 optim.lr=1e-5")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        argv = argv[1:]
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from .config import config_to_dict, load_config
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ValueError as exc:
+        print(f"sopgym train: invalid config: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
+        return 0
+    from .loop import train
+
+    result = train(cfg, resume=not args.no_resume)
+    print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

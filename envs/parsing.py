@@ -23,10 +23,11 @@ __all__ = ["ParsedCall", "ParsedReply", "parse_reply", "MAX_CALLS_PER_TURN"]
 
 MAX_CALLS_PER_TURN = 16
 _BLOCK_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
 _FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedCall:
     name: str | None
     arguments: Any  # decoded JSON (validated later against the tool's schema)
@@ -34,7 +35,7 @@ class ParsedCall:
     raw: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParsedReply:
     content: str  # the reply's text (for the assistant message)
     calls: list[ParsedCall] = field(default_factory=list)
@@ -55,7 +56,7 @@ def _call_from_obj(obj: Any, raw: str) -> ParsedCall:
             args = json.loads(args) if args.strip() else {}
         except (json.JSONDecodeError, RecursionError) as exc:
             return ParsedCall(name, None, f"arguments of {name!r} are not valid JSON: {exc}", raw)
-    extra = set(obj) - {"name", "arguments", "parameters", "id", "type"}
+    extra = obj.keys() - _CALL_KEYS
     if extra:
         return ParsedCall(name, None, f"unexpected key(s) {sorted(extra)} in tool call; expected 'name' and 'arguments'", raw)
     return ParsedCall(name, args, None, raw)
@@ -75,9 +76,8 @@ def _parse_text(text: str) -> ParsedReply:
         for raw in blocks:
             obj, err = _loads(raw.strip())
             calls.append(ParsedCall(None, None, err, raw) if err else _call_from_obj(obj, raw))
-        content = _BLOCK_RE.sub("", text)
-        if "<tool_call>" in content or "</tool_call>" in content:
-            calls.append(ParsedCall(None, None, "unbalanced <tool_call> tag: expected <tool_call>{...}</tool_call>", content))
+        if text.count("<tool_call>") != len(blocks) or text.count("</tool_call>") != len(blocks):
+            calls.append(ParsedCall(None, None, "unbalanced <tool_call> tag: expected <tool_call>{...}</tool_call>", text))
         return ParsedReply(text, calls)
     if "<tool_call>" in text:
         return ParsedReply(text, [ParsedCall(None, None, "unclosed <tool_call> tag: expected <tool_call>{...}</tool_call>", text)])

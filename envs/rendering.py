@@ -14,6 +14,8 @@ __all__ = [
     "transcript", "tool_calls_text", "NO_TOOL_CALL_TEXT",
 ]
 
+_ARGS_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
 NO_TOOL_CALL_TEXT = (
     "No tool call found in your reply. Call a tool as <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>, "
     f"or call {SUBMIT_TOOL} to give the final answer."
@@ -38,7 +40,7 @@ def tool_call_entry(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     return {
         "id": call_id,
         "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+        "function": {"name": name, "arguments": _ARGS_ENCODER.encode(arguments)},
     }
 
 

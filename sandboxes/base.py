@@ -43,6 +43,9 @@ __all__ = [
     "render_result",
 ]
 
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_CANONICAL_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
 #: A recorded replay response that is an error is stored as ``{ERROR_KEY: "message"}``.
 ERROR_KEY = "$error"
 
@@ -139,13 +142,13 @@ def render_result(result: ToolResult) -> str:
     if result.ok:
         if isinstance(result.content, str):
             return result.content
-        return json.dumps(result.content, ensure_ascii=False)
+        return _RESULT_ENCODER.encode(result.content)
     return f"Error: {result.error}"
 
 
 def canonical_args(args: Mapping[str, Any]) -> str:
     """Canonical JSON of validated arguments: the replay key. Sorted keys, no spaces."""
-    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(args)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,16 @@ _NUM_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 _TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 
 
+_PATTERNS: dict[str, re.Pattern] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern:
+    compiled = _PATTERNS.get(pattern)
+    if compiled is None:
+        compiled = _PATTERNS[pattern] = re.compile(pattern)
+    return compiled
+
+
 class SchemaError(ValueError):
     """Arguments do not match the schema. ``str(err)`` is the agent-visible message."""
 
@@ -40,7 +50,7 @@ def _type_name(value: Any) -> str:
         return "string"
     if isinstance(value, (list, tuple)):
         return "array"
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return "object"
     return type(value).__name__
 
@@ -88,7 +98,7 @@ def _coerce(value: Any, typ: str) -> tuple[bool, Any]:
     if typ == "array":
         return isinstance(value, (list, tuple)), value
     if typ == "object":
-        return isinstance(value, Mapping), value
+        return isinstance(value, dict), value
     raise ValueError(f"unsupported JSON Schema type {typ!r}; expected one of {_TYPES}")
 
 
@@ -98,16 +108,20 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
         raise SchemaError(f"{where}: expected {schema['const']!r}, got {_short(value)}")
     types = schema.get("type")
     if types is not None:
-        candidates = [types] if isinstance(types, str) else list(types)
-        # Exact matches first, so that a string stays a string when both are allowed.
-        for typ in sorted(candidates, key=lambda t: t != _type_name(value)):
-            ok, coerced = _coerce(value, typ)
-            if ok:
-                value = coerced
-                break
+        if isinstance(types, str):
+            ok, value = _coerce(value, types)
+            if not ok:
+                raise SchemaError(f"{where}: expected {types}, got {_type_name(value)} {_short(value)}")
         else:
-            expected = " or ".join(candidates)
-            raise SchemaError(f"{where}: expected {expected}, got {_type_name(value)} {_short(value)}")
+            # Exact matches first, so that a string stays a string when both are allowed.
+            actual = _type_name(value)
+            for typ in sorted(types, key=lambda t: t != actual):
+                ok, coerced = _coerce(value, typ)
+                if ok:
+                    value = coerced
+                    break
+            else:
+                raise SchemaError(f"{where}: expected {' or '.join(types)}, got {actual} {_short(value)}")
     if "enum" in schema:
         allowed = list(schema["enum"])
         if not any(value == a and _type_name(value) == _type_name(a) for a in allowed):
@@ -117,7 +131,7 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
             raise SchemaError(f"{where}: expected at least {schema['minLength']} characters, got {len(value)}")
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             raise SchemaError(f"{where}: expected at most {schema['maxLength']} characters, got {len(value)}")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _compiled(schema["pattern"]).search(value):
             raise SchemaError(f"{where}: expected a string matching /{schema['pattern']}/, got {_short(value)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
@@ -134,7 +148,7 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
             _validate(item, item_schema, f"{where}[{i}]") if item_schema else item
             for i, item in enumerate(value)
         ]
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         props: Mapping[str, Any] = schema.get("properties", {})
         missing = [name for name in schema.get("required", ()) if name not in value]
         if missing:
@@ -166,7 +180,7 @@ def validate(arguments: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         SchemaError: with a message naming the path, the expected and the actual value.
     """
-    if not isinstance(arguments, Mapping):
+    if not isinstance(arguments, dict):
         raise SchemaError(f"arguments: expected a JSON object, got {_type_name(arguments)} {_short(arguments)}")
     return _validate(arguments, schema, "")
 

@@ -16,6 +16,7 @@ scorer's job, which is never a reward).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 import unicodedata
 from typing import Any, Iterable, Mapping
 
@@ -35,6 +36,11 @@ def normalize_text(text: str) -> str:
     return " ".join(unicodedata.normalize("NFC", text).casefold().split())
 
 
+@lru_cache(maxsize=1024)
+def _normalized_enum(enum: tuple) -> frozenset:
+    return frozenset(normalize_text(e) for e in enum if isinstance(e, str))
+
+
 def _field_attr(field: Any, name: str, default: Any = None) -> Any:
     if isinstance(field, Mapping):
         return field.get(name, default)
@@ -51,7 +57,7 @@ def normalize_value(value: Any, field: Any) -> Any:
             return INVALID
         norm = normalize_text(value)
         enum = _field_attr(field, "enum")
-        if enum is not None and norm not in {normalize_text(e) for e in enum if isinstance(e, str)}:
+        if enum is not None and norm not in _normalized_enum(tuple(enum)):
             return INVALID
         return norm
     if typ in ("integer", "number"):

@@ -17,12 +17,6 @@ ENV_IDS = registered_env_ids()
 AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped with a reason otherwise)")
-    config.addinivalue_line("markers", "docker: needs a Docker daemon (required in CI)")
-    config.addinivalue_line("markers", "slow: takes more than ~10 s")
-
-
 @pytest.fixture(params=ENV_IDS)
 def env_id(request):
     return request.param

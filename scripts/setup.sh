@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh machine: a virtual environment (.venv) with sopgym installed
+# editable with every extra its tests and demo need, and, when run as root, the Docker engine
+# started and the sandbox image built offline (scripts/docker_setup.sh).
+#
+# Environment:
+#   PYTHON                 interpreter to create the venv with (default: python3)
+#   SOPGYM_TORCH           torch requirement installed first (default: torch==2.13.0, the CPU build
+#                          these machines keep on local disk; an unpinned torch pulls a CUDA build)
+#   SOPGYM_SKIP_DOCKER=1   do not install/start Docker or build the sandbox image
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/python -m pip install -q "${SOPGYM_TORCH:-torch==2.13.0}"
+fi
+.venv/bin/python -m pip install -q -e ".[all]"
+
+if [ "${SOPGYM_SKIP_DOCKER:-0}" != 1 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    bash scripts/docker_setup.sh
+  else
+    echo "setup: not root, skipping the Docker engine and sandbox image (run scripts/docker_setup.sh as root)" >&2
+  fi
+fi
+echo "setup: done (.venv ready)"

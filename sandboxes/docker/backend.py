@@ -23,7 +23,8 @@ import hashlib
 import importlib.util
 import logging
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..base import CodeRunner, ExecResult, Outcome, StatefulBackend, StatefulProgram, ToolResult
 from . import policy as pol

@@ -90,7 +90,7 @@ class Channel:
                     return response
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise socket.timeout()
+                    raise TimeoutError()
                 self._sock.settimeout(left)
                 data = self._sock.recv(262144)
                 if not data:
@@ -99,7 +99,7 @@ class Channel:
                         f"stderr tail: {self.stderr_tail[-500:]!r}"
                     )
                 self._feed(data)
-        except (socket.timeout, TimeoutError) as exc:
+        except TimeoutError as exc:
             self.close()
             raise ChannelTimeout(f"{self._label}: no answer to {op!r} within {wait_s:.1f} s") from exc
         except (ConnectionError, OSError) as exc:
@@ -138,7 +138,11 @@ class Channel:
             self._sock.close()
         except OSError:
             pass
-        try:
-            self._keep.close()
-        except Exception:  # noqa: BLE001 - closing a dead HTTP response may raise anything
-            pass
+        # The socket is only really closed when every file object over it is: the SocketIO we were
+        # given and the HTTP response that docker-py keeps on it.
+        for owner in (getattr(self._keep, "_response", None), self._keep):
+            try:
+                if owner is not None:
+                    owner.close()
+            except Exception:  # noqa: BLE001 - closing a dead HTTP response may raise anything
+                pass

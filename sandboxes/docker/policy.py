@@ -37,8 +37,9 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["SandboxPolicy", "LABEL_PREFIX", "owner_labels", "audit", "process_start_time"]
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from . import policy as pol
 from .channel import Channel
-from .errors import ContainerLost, DaemonUnreachable, ImageMissing, SandboxError
+from .errors import DaemonUnreachable, ImageMissing, SandboxError
 
 __all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "shared_pool", "shutdown", "SESSION_ID"]
 
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 #: Labels every container of this process; the reaper and tests select by it.
 SESSION_ID = uuid.uuid4().hex[:12]
+_NUM_POOLS = 4
 SERVER_COMMAND = ["python3", "-u", "/opt/sopgym/server.py", "--container"]
 
 
@@ -55,6 +56,7 @@ def connect(base_url: str | None = None, timeout: float = 10.0):
     url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
         client = docker.DockerClient(base_url=url, timeout=timeout, max_pool_size=64)
+        _bound_pools(client.api)
         client.ping()
         client.api.sopgym_url = url  # the unix socket path, which api.base_url no longer shows
     except Exception as exc:  # noqa: BLE001 - requests/urllib3/docker raise many types for "no daemon"
@@ -63,6 +65,21 @@ def connect(base_url: str | None = None, timeout: float = 10.0):
             "Start it (bash scripts/docker_setup.sh) or use sandbox='inprocess'."
         ) from exc
     return client
+
+
+def _bound_pools(api) -> None:
+    """Keep at most ``_NUM_POOLS`` idle HTTP connection pools on a unix-socket APIClient.
+
+    docker-py keeps one connection pool per distinct URL, and container ids are in URLs, so every
+    container leaves sockets behind until 25 pools exist; its ``num_pools`` argument is ignored for
+    unix sockets (an operator-precedence slip in docker-py 7). We install the bounded container it
+    meant to build, so idle sockets stay at a small constant.
+    """
+    from urllib3._collections import RecentlyUsedContainer
+
+    adapter = getattr(api, "_custom_adapter", None)
+    if adapter is not None and hasattr(adapter, "pools"):
+        adapter.pools = RecentlyUsedContainer(_NUM_POOLS, dispose_func=lambda p: p.close())
 
 
 @dataclass
@@ -170,19 +187,21 @@ def _ulimit(spec: dict[str, Any]):
     return Ulimit(name=spec["Name"], soft=spec["Soft"], hard=spec["Hard"])
 
 
-def destroy(client, cid: str, *, stop_timeout: float = 1.0, kill_timeout: float = 5.0, remove_timeout: float = 10.0) -> bool:
-    """Escalating cleanup: stop (SIGTERM, ``stop_timeout``) -> kill (SIGKILL) -> remove (forced).
+def destroy(client, cid: str, *, stop_timeout: float = 1.0, kill_timeout: float = 5.0) -> bool:
+    """Escalating cleanup: stop (SIGTERM, then SIGKILL after ``stop_timeout``) -> kill -> remove (forced).
 
-    Each step runs with its own HTTP timeout; a failing step does not stop the next. Returns True
-    when the container is gone.
+    Each step has its own deadline (stop: the client's timeout + ``stop_timeout``; kill and remove:
+    ``kill_timeout`` each); a failing step does not stop the next. Returns True when the container
+    is gone.
     """
     import docker.errors
 
     api = client.api
+    # stop's HTTP timeout is the client's plus stop_timeout; kill and remove get a client of their own.
     steps = (
-        ("stop", lambda: _api(api, stop_timeout + 5.0).stop(cid, timeout=int(stop_timeout))),
+        ("stop", lambda: api.stop(cid, timeout=max(1, round(stop_timeout)))),
         ("kill", lambda: _api(api, kill_timeout).kill(cid)),
-        ("remove", lambda: _api(api, remove_timeout).remove_container(cid, force=True, v=True)),
+        ("remove", lambda: _api(api, kill_timeout).remove_container(cid, force=True, v=True)),
     )
     for step, action in steps:
         if step == "kill" and not _running(api, cid):
@@ -226,6 +245,7 @@ def _api(api, timeout: float):
     if client is None:
         base = getattr(api, "sopgym_url", None) or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
         client = _apis[key] = docker.APIClient(base_url=base, timeout=timeout, version=api.api_version)
+        _bound_pools(client)
     return client
 
 

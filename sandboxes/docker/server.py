@@ -49,7 +49,7 @@ def compile_program(module_name, source):
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     for attr in ("SCHEMA", "TOOLS", "snapshot"):
         if not hasattr(module, attr):
-            raise ValueError("stateful program %r lacks %r; expected SCHEMA, TOOLS, snapshot" % (module_name, attr))
+            raise ValueError(f"stateful program {module_name!r} lacks {attr!r}; expected SCHEMA, TOOLS, snapshot")
     return module
 
 
@@ -62,7 +62,7 @@ def build_database(module, initial_state):
         for row in rows:
             cols = list(row)
             db.execute(
-                'INSERT INTO "%s" (%s) VALUES (%s)' % (table, ", ".join(str(c) for c in cols), ", ".join("?" * len(cols))),
+                'INSERT INTO "{}" ({}) VALUES ({})'.format(table, ", ".join(str(c) for c in cols), ", ".join("?" * len(cols))),
                 [row[c] for c in cols],
             )
     return db
@@ -71,7 +71,7 @@ def build_database(module, initial_state):
 def call_tool(module, db, name, args):
     fn = module.TOOLS.get(name)
     if fn is None:
-        return {"outcome": "unknown_tool", "content": None, "error": "unknown stateful tool %r" % (name,)}
+        return {"outcome": "unknown_tool", "content": None, "error": f"unknown stateful tool {name!r}"}
     db.execute("SAVEPOINT tool_call")
     try:
         content = fn(db, dict(args))
@@ -125,7 +125,7 @@ def sweep(container_mode, child):
 
 def _is_zombie(pid):
     try:
-        with open("/proc/%d/stat" % pid) as fh:
+        with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
@@ -271,7 +271,7 @@ class Server:
                 self.container_mode,
                 env,
             )
-        raise ValueError("unknown op %r" % (op,))
+        raise ValueError(f"unknown op {op!r}")
 
     def serve(self, stdin, stdout):
         for line in stdin:
@@ -286,7 +286,7 @@ class Server:
                 body["ok"] = True
                 text = json.dumps(body, ensure_ascii=True)
             except Exception as exc:  # reported to the host as an infrastructure/program fault
-                text = json.dumps({"id": req_id, "ok": False, "error": "%s: %s" % (type(exc).__name__, exc)})
+                text = json.dumps({"id": req_id, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
             stdout.write(text + "\n")
             stdout.flush()
 
@@ -299,7 +299,7 @@ def main(argv):
     if container_mode:
         # Let a stray SIGPIPE/SIGTERM to us be visible as exit, not ignored.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    stdin = open(sys.stdin.fileno(), "r", encoding="utf-8", closefd=False)
+    stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
     stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
     Server(container_mode).serve(stdin, stdout)
     return 0

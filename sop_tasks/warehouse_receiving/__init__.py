@@ -16,7 +16,7 @@ from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, 
 
 DISPOSITIONS = ("ACCEPT", "ACCEPT_WITH_NOTE", "PARTIAL_REJECT", "QUARANTINE", "REJECT")
 REASONS = (
-    "NONE", "PO_INVALID", "SEAL_MISMATCH", "TEMP_REVIEW", "TEMP_EXCURSION", "WEIGHT_VARIANCE",
+    "NONE", "NO_APPOINTMENT", "PO_INVALID", "SEAL_MISMATCH", "TEMP_REVIEW", "TEMP_EXCURSION", "WEIGHT_VARIANCE",
     "DAMAGE", "COUNT_DISCREPANCY", "SUPPLIER_WATCH",
 )
 _TARGETS = {
@@ -24,12 +24,20 @@ _TARGETS = {
     "ACCEPT_WITH_NOTE": ("COUNT_DISCREPANCY", "SUPPLIER_WATCH"),
     "PARTIAL_REJECT": ("DAMAGE",),
     "QUARANTINE": ("SEAL_MISMATCH", "TEMP_REVIEW", "WEIGHT_VARIANCE"),
-    "REJECT": ("PO_INVALID", "TEMP_EXCURSION", "DAMAGE"),
+    "REJECT": ("NO_APPOINTMENT", "PO_INVALID", "TEMP_EXCURSION", "DAMAGE"),
 }
 ZONES = ("A", "B", "C", "COLD-1", "COLD-2")
 
 _id = {"type": "string", "minLength": 1}
 TOOLS = (
+    ToolSpec(
+        "get_dock_appointment",
+        "The appointment booked at a dock door on a date (YYYY-MM-DD): appointment id, shipment id, time window.",
+        {"type": "object", "properties": {"dock_door": {"type": "string", "pattern": "^D[0-9]{2}$"},
+                                          "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}},
+         "required": ["dock_door", "date"]},
+        not_found="no appointment at dock door {dock_door} on {date}",
+    ),
     ToolSpec(
         "get_shipment",
         "Shipment record (advance ship notice) for a shipment id: PO number, supplier id, carrier id, "
@@ -81,6 +89,7 @@ TOOLS = (
 FIELDS = (
     OutputField("disposition", enum=DISPOSITIONS, description="Final disposition of the shipment."),
     OutputField("reason_code", enum=REASONS, description="The SOP reason code that decided the disposition."),
+    OutputField("accepted_pallets", type="integer", description="Pallets that enter stock (SOP section 4)."),
 )
 
 
@@ -93,10 +102,12 @@ def _tenths(x: float) -> int:
 
 def _label(f: dict[str, Any]) -> tuple[str, str, int]:
     """(disposition, reason, deciding step) from the facts, as a decision table."""
+    if not f["appointment_ok"]:
+        return "REJECT", "NO_APPOINTMENT", 1
     if f["po_status"] != "open":
-        return "REJECT", "PO_INVALID", 2
+        return "REJECT", "PO_INVALID", 3
     if not f["seal_intact"] or f["seal_read"] != f["seal_declared"]:
-        return "QUARANTINE", "SEAL_MISMATCH", 4
+        return "QUARANTINE", "SEAL_MISMATCH", 5
     t, cls = f["temperature_c"], f["temperature_class"]
     if cls != "ambient":
         lo, hi = (0, 50) if cls == "chilled" else (None, -150)
@@ -107,19 +118,19 @@ def _label(f: dict[str, Any]) -> tuple[str, str, int]:
             off = max(0, (lo - tt) if lo is not None else 0, tt - hi)
         if off is None or off > 0:
             if off is not None and off <= 10 and f["tier"] == "preferred":
-                return "QUARANTINE", "TEMP_REVIEW", 5
-            return "REJECT", "TEMP_EXCURSION", 5
+                return "QUARANTINE", "TEMP_REVIEW", 6
+            return "REJECT", "TEMP_EXCURSION", 6
     if abs(f["measured_weight"] - f["expected_weight"]) * 100 > f["tolerance_pct"] * f["expected_weight"]:
-        return "QUARANTINE", "WEIGHT_VARIANCE", 6
+        return "QUARANTINE", "WEIGHT_VARIANCE", 7
     if f["damaged"] * 4 > f["counted"]:
-        return "REJECT", "DAMAGE", 7
+        return "REJECT", "DAMAGE", 8
     if f["damaged"] >= 1:
-        return "PARTIAL_REJECT", "DAMAGE", 7
+        return "PARTIAL_REJECT", "DAMAGE", 8
     if f["counted"] != f["expected_pallets"]:
-        return "ACCEPT_WITH_NOTE", "COUNT_DISCREPANCY", 8
+        return "ACCEPT_WITH_NOTE", "COUNT_DISCREPANCY", 9
     if f["tier"] == "probation" or f["holds"] >= 2:
-        return "ACCEPT_WITH_NOTE", "SUPPLIER_WATCH", 9
-    return "ACCEPT", "NONE", 10
+        return "ACCEPT_WITH_NOTE", "SUPPLIER_WATCH", 10
+    return "ACCEPT", "NONE", 11
 
 
 def _clean(rng: random.Random) -> dict[str, Any]:
@@ -139,12 +150,14 @@ def _clean(rng: random.Random) -> dict[str, Any]:
         "counted": pallets, "measured_weight": expected_weight + rng.randint(-max_dev, max_dev),
         "seal_declared": seal, "seal_read": seal, "seal_intact": True, "damaged": 0,
         "temperature_c": temp, "tier": rng.choice(("preferred", "standard", "standard")),
-        "holds": rng.choice((0, 0, 1)),
+        "holds": rng.choice((0, 0, 1)), "appointment_ok": True,
     }
 
 
 def _inject(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
-    if reason == "PO_INVALID":
+    if reason == "NO_APPOINTMENT":
+        f["appointment_ok"] = False
+    elif reason == "PO_INVALID":
         f["po_status"] = rng.choice(("cancelled", "closed"))
     elif reason == "SEAL_MISMATCH":
         if rng.random() < 0.5:
@@ -185,7 +198,7 @@ def _inject(f: dict[str, Any], reason: str, disposition: str, rng: random.Random
     # Shadowed noise: a fault that only a later step would catch (it must not change the label).
     if rng.random() < 0.5:
         noise = rng.choice(("count", "holds", "declared"))
-        if noise == "count" and reason in ("PO_INVALID", "SEAL_MISMATCH", "TEMP_REVIEW", "TEMP_EXCURSION", "WEIGHT_VARIANCE"):
+        if noise == "count" and reason in ("NO_APPOINTMENT", "PO_INVALID", "SEAL_MISMATCH", "TEMP_REVIEW", "TEMP_EXCURSION", "WEIGHT_VARIANCE"):
             f["counted"] = f["expected_pallets"] + 1
         elif noise == "holds":
             f["holds"] = max(f["holds"], 2) if reason != "NONE" else f["holds"]
@@ -197,16 +210,31 @@ def generate(rng: random.Random, split: str, index: int) -> dict[str, Any]:
     f = _clean(rng)
     _inject(f, reason, disposition, rng)
     label_disp, label_reason, step = _label(f)
+    accepted = {"REJECT": 0, "QUARANTINE": 0, "PARTIAL_REJECT": f["counted"] - f["damaged"]}.get(label_disp, f["counted"])
 
     shipment_id = f"SHP-{rng.randint(0, 999999):06d}"
     po_number = f"PO-{rng.randint(0, 999999):06d}"
     supplier_id = f"SUP-{rng.randint(0, 9999):04d}"
     carrier_id = rng.choice(("CARR-NORTHLINE", "CARR-BLUEPEAK", "CARR-RIVERTON", "CARR-SWIFTWAY"))
     date = f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    dock_door = f"D{rng.randint(1, 24):02d}"
+    hour = rng.randint(5, 21)
+    appointment = {
+        "appointment_id": f"APT-{rng.randint(0, 99999):05d}", "dock_door": dock_door, "date": date,
+        "shipment_id": shipment_id, "window": f"{hour:02d}:00-{hour + 2:02d}:00",
+    }
+    appointments = {canonical_args({"dock_door": dock_door, "date": date}): appointment}
+    if not f["appointment_ok"]:
+        if rng.random() < 0.5:  # booked for another trailer: a near-identical shipment id
+            other = f"SHP-{(int(shipment_id[4:]) + rng.randint(1, 9)) % 1000000:06d}"
+            appointments = {canonical_args({"dock_door": dock_door, "date": date}): {**appointment, "shipment_id": other}}
+        else:  # booked the day before
+            appointments = {}
     # The carrier's declaration disagrees with the PO half the time: a trap for shortcuts.
     declared_pallets = f["expected_pallets"] + rng.choice((0, 0, 1, -1, 2))
     declared_weight = f["expected_weight"] + rng.choice((0, 0, 150, -200, 600))
     replay = {
+        "get_dock_appointment": appointments,
         "get_shipment": {canonical_args({"shipment_id": shipment_id}): {
             "shipment_id": shipment_id, "po_number": po_number, "supplier_id": supplier_id,
             "carrier_id": carrier_id, "declared_seal_number": f["seal_declared"],
@@ -233,12 +261,12 @@ def generate(rng: random.Random, split: str, index: int) -> dict[str, Any]:
     }
     if rng.random() < 0.1:  # the supplier master is occasionally offline for a stale id
         replay["get_carrier_rating"] = {canonical_args({"carrier_id": carrier_id}): {ERROR_KEY: "carrier rating service unavailable"}}
-    difficulty = "easy" if step <= 4 else ("medium" if step <= 7 else "hard")
+    difficulty = "easy" if step <= 5 else ("medium" if step <= 8 else "hard")
     if label_reason == "TEMP_REVIEW":
         difficulty = "hard"
     return {
-        "inputs": {"shipment_id": shipment_id, "dock_door": f"D{rng.randint(1, 24):02d}", "arrived_at": f"{date}T{rng.randint(5, 22):02d}:{rng.randint(0, 59):02d}"},
-        "answer": {"disposition": label_disp, "reason_code": label_reason},
+        "inputs": {"shipment_id": shipment_id, "dock_door": dock_door, "arrived_at": f"{date}T{hour:02d}:{rng.randint(0, 59):02d}"},
+        "answer": {"disposition": label_disp, "reason_code": label_reason, "accepted_pallets": accepted},
         "replay": replay,
         "difficulty": difficulty,
         "meta": {"deciding_step": step},
@@ -258,14 +286,18 @@ def _temp_out_by_tenths(cls: str, temp: float | None) -> int | None:
     return max(0, t + 150)
 
 
-def solve(inputs: dict[str, Any]):
+def _decide(inputs: dict[str, Any]):
+    """SOP section 2, step by step. Returns (disposition, reason, dock scan or None)."""
+    appointment = yield ToolCall("get_dock_appointment", {"dock_door": inputs["dock_door"], "date": inputs["arrived_at"][:10]})
+    if isinstance(appointment, ToolError) or appointment["shipment_id"] != inputs["shipment_id"]:
+        return "REJECT", "NO_APPOINTMENT", None
     shipment = yield ToolCall("get_shipment", {"shipment_id": inputs["shipment_id"]})
     po = yield ToolCall("get_purchase_order", {"po_number": shipment["po_number"]})
     if po["status"] in ("cancelled", "closed"):
-        return {"disposition": "REJECT", "reason_code": "PO_INVALID"}
+        return "REJECT", "PO_INVALID", None
     scan = yield ToolCall("get_dock_scan", {"shipment_id": inputs["shipment_id"]})
     if not scan["seal_intact"] or scan["seal_number_read"] != shipment["declared_seal_number"]:
-        return {"disposition": "QUARANTINE", "reason_code": "SEAL_MISMATCH"}
+        return "QUARANTINE", "SEAL_MISMATCH", scan
     supplier = None
     cls = shipment["temperature_class"]
     if cls in ("chilled", "frozen"):
@@ -273,25 +305,34 @@ def solve(inputs: dict[str, Any]):
         if out is None or out > 0:
             supplier = yield ToolCall("get_supplier_profile", {"supplier_id": shipment["supplier_id"]})
             if out is not None and out <= 10 and supplier["tier"] == "preferred":
-                return {"disposition": "QUARANTINE", "reason_code": "TEMP_REVIEW"}
-            return {"disposition": "REJECT", "reason_code": "TEMP_EXCURSION"}
+                return "QUARANTINE", "TEMP_REVIEW", scan
+            return "REJECT", "TEMP_EXCURSION", scan
     expected = po["expected_weight_kg"]
     if abs(scan["measured_weight_kg"] - expected) * 100 > po["weight_tolerance_pct"] * expected:
-        return {"disposition": "QUARANTINE", "reason_code": "WEIGHT_VARIANCE"}
+        return "QUARANTINE", "WEIGHT_VARIANCE", scan
     damaged, counted = scan["damaged_pallets"], scan["counted_pallets"]
     if damaged / counted > 0.25:
-        return {"disposition": "REJECT", "reason_code": "DAMAGE"}
+        return "REJECT", "DAMAGE", scan
     if damaged >= 1:
-        return {"disposition": "PARTIAL_REJECT", "reason_code": "DAMAGE"}
+        return "PARTIAL_REJECT", "DAMAGE", scan
     if counted != po["expected_pallets"]:
-        return {"disposition": "ACCEPT_WITH_NOTE", "reason_code": "COUNT_DISCREPANCY"}
+        return "ACCEPT_WITH_NOTE", "COUNT_DISCREPANCY", scan
     if supplier is None:
         supplier = yield ToolCall("get_supplier_profile", {"supplier_id": shipment["supplier_id"]})
-    if isinstance(supplier, ToolError):
-        raise supplier
     if supplier["tier"] == "probation" or supplier["open_quality_holds"] >= 2:
-        return {"disposition": "ACCEPT_WITH_NOTE", "reason_code": "SUPPLIER_WATCH"}
-    return {"disposition": "ACCEPT", "reason_code": "NONE"}
+        return "ACCEPT_WITH_NOTE", "SUPPLIER_WATCH", scan
+    return "ACCEPT", "NONE", scan
+
+
+def solve(inputs: dict[str, Any]):
+    disposition, reason, scan = yield from _decide(inputs)
+    if disposition in ("REJECT", "QUARANTINE"):
+        accepted = 0
+    elif disposition == "PARTIAL_REJECT":
+        accepted = scan["counted_pallets"] - scan["damaged_pallets"]
+    else:
+        accepted = scan["counted_pallets"]
+    return {"disposition": disposition, "reason_code": reason, "accepted_pallets": accepted}
 
 
 PACK = DomainPack(
@@ -302,7 +343,7 @@ PACK = DomainPack(
     sop=read_text(__file__),
     tools=TOOLS,
     output_fields=FIELDS,
-    human_steps=6,  # shipment, PO, dock scan, supplier, decide, submit
+    human_steps=6,  # appointment, shipment, PO, dock scan, supplier, submit
     generate=generate,
     solver=solve,
 )

@@ -5,8 +5,9 @@
   tests check; it is also the source of SFT warm-start trajectories.
 * ``random``: a random tool (submit included) with arguments sampled from the tool's JSON Schema,
   or free text. A floor.
-* ``majority``: submits the most common answer of the train split without calling any tool. It
-  measures how far labels can be guessed without the procedure.
+* ``majority``: submits the most common answer of the train split (of the only split, for benchmarks
+  that have one) without calling any tool. It measures how far labels can be guessed without the
+  procedure.
 
 A policy has ``reset(info)`` and ``act(observation, info) -> str`` (the assistant's reply).
 """
@@ -131,8 +132,10 @@ class RandomPolicy(Policy):
 @lru_cache(maxsize=64)
 def _majority_answer(pack_key: str, sample: int) -> str:
     pack = get_pack(pack_key)
-    size = pack.num_tasks("train") or sample
-    counts = Counter(json.dumps(pack.task("train", i).answer, sort_keys=True) for i in range(min(sample, size)))
+    # The train split; a benchmark with a single evaluation split (SOP-Bench) uses that split's labels.
+    split = next(s for s in ("train", "val", "test") if pack.num_tasks(s) != 0)
+    size = pack.num_tasks(split) or sample
+    counts = Counter(json.dumps(pack.task(split, i).answer, sort_keys=True) for i in range(min(sample, size)))
     return counts.most_common(1)[0][0]
 
 
@@ -151,7 +154,16 @@ class MajorityPolicy(Policy):
         return format_call(SUBMIT_TOOL, self._answer)
 
 
-POLICIES: dict[str, Callable[..., Policy]] = {"oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy}
+def _groundtruth_replay(**kwargs: Any) -> Policy:
+    """SOP-Bench plumbing baseline (imported lazily: the adapter imports this module)."""
+    from sopgym.sop_tasks.sopbench.policy import GroundTruthReplayPolicy
+
+    return GroundTruthReplayPolicy(**kwargs)
+
+
+POLICIES: dict[str, Callable[..., Policy]] = {
+    "oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "groundtruth-replay": _groundtruth_replay,
+}
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:

@@ -11,3 +11,26 @@ __version__ = "0.1.0"
 __all__ = ["SOPEnv", "Status", "register_envs", "registered_env_ids", "__version__"]
 
 register_envs()
+
+
+def _register_sopbench_from_env() -> None:
+    """If ``SOPBENCH_DIR`` is set, register its SOP-Bench domains; never fail the import (warn instead)."""
+    import os
+
+    path = os.environ.get("SOPBENCH_DIR")
+    if not path:
+        return
+    import warnings
+
+    try:
+        from sopgym.sop_tasks.sopbench import register as _register
+
+        report = _register(path)
+    except Exception as exc:  # noqa: BLE001 - a broken checkout must not break `import sopgym`
+        warnings.warn(f"SOPBENCH_DIR={path!r}: SOP-Bench domains not registered: {type(exc).__name__}: {exc}", stacklevel=2)
+        return
+    for name, why in report.skipped.items():
+        warnings.warn(f"SOPBENCH_DIR={path!r}: domain {name!r} not loaded: {why}", stacklevel=2)
+
+
+_register_sopbench_from_env()

@@ -15,8 +15,15 @@ from pathlib import Path
 import ledger_program as lp
 import pytest
 from conftest import report
-
-from sopgym.sandboxes.base import EpisodeSpec, Outcome, SandboxError, SandboxUnavailable, StatefulProgram, Tier, ToolSpec
+from sopgym.sandboxes.base import (
+    EpisodeSpec,
+    Outcome,
+    SandboxError,
+    SandboxUnavailable,
+    StatefulProgram,
+    Tier,
+    ToolSpec,
+)
 
 LEDGER = StatefulProgram("ledger_program")
 HERE = Path(__file__).resolve().parent

@@ -56,10 +56,15 @@ def outcome_components(
     final_state: Mapping[str, Any] | None = None,
     expected_state: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """``field/<name>`` and ``state/<key>`` components, each 0.0 or 1.0. No answer scores 0 everywhere."""
+    """``field/<name>`` and ``state/<key>`` components, each 0.0 or 1.0.
+
+    No answer scores 0 everywhere, state included: an episode that never submits must not collect
+    credit for state that happened to be right from the start.
+    """
     fscores = field_scores(answer, expected, fields) if answer is not None else {f.name: False for f in fields}
     comps = {f"field/{k}": float(v) for k, v in fscores.items()}
-    comps.update({f"state/{k}": float(v) for k, v in state_scores(final_state, expected_state).items()})
+    sscores = state_scores(final_state, expected_state)
+    comps.update({f"state/{k}": float(v and answer is not None) for k, v in sscores.items()})
     return comps
 
 

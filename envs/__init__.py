@@ -3,5 +3,6 @@
 from .env import SOPEnv, default_max_turns
 from .registration import register_envs, register_pack, registered_env_ids
 from .status import Status
+from .wrappers import RecordTrajectory as RecordTrajectory  # public re-export
 
 __all__ = ["SOPEnv", "Status", "default_max_turns", "register_envs", "register_pack", "registered_env_ids"]

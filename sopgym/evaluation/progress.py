@@ -1,0 +1,70 @@
+"""A small progress bar on stderr (standard library only; the core package has no tqdm)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+__all__ = ["ProgressBar"]
+
+
+class ProgressBar:
+    """``[#######.....]  35/50 episodes  12.3/s  ETA 1s`` redrawn in place on a terminal.
+
+    On a stream that is not a terminal (a log file, a pipe) it writes one line when finished, so
+    logs are not flooded with carriage returns.
+
+    Args:
+        total: the number of units of work.
+        label: the unit's name.
+        stream: where to draw (stderr by default).
+        width: characters of the bar itself.
+        min_interval: seconds between redraws on a terminal.
+    """
+
+    def __init__(self, total: int, label: str = "episodes", stream: TextIO | None = None, width: int = 30,
+                 min_interval: float = 0.1) -> None:
+        if total < 0:
+            raise ValueError(f"total must be >= 0, got {total}")
+        self.total = total
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.min_interval = min_interval
+        self.done = 0
+        self._start = time.monotonic()
+        self._last_draw = float("-inf")
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def line(self) -> str:
+        """The bar's current text."""
+        frac = self.done / self.total if self.total else 1.0
+        filled = int(round(frac * self.width))
+        elapsed = time.monotonic() - self._start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta_text = f"ETA {eta:.0f}s" if eta == eta else "ETA ?"
+        width = len(str(self.total))
+        return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done:>{width}}/{self.total} {self.label}"
+                f"  {rate:.1f}/s  {eta_text if self.done < self.total else f'{elapsed:.1f}s'}")
+
+    def update(self, n: int = 1) -> None:
+        """Record ``n`` more units done and redraw if due."""
+        self.done = min(self.total, self.done + n)
+        now = time.monotonic()
+        if self._tty and (now - self._last_draw >= self.min_interval or self.done == self.total):
+            self._last_draw = now
+            self.stream.write("\r" + self.line())
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Finish the bar with a newline (on a non-terminal: write the final line once)."""
+        self.stream.write(("\r" if self._tty else "") + self.line() + "\n")
+        self.stream.flush()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

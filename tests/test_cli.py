@@ -1,0 +1,193 @@
+"""The `sopgym` command, end to end in subprocesses, and its extension hooks in process."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sopgym.sop_tasks.registry import get_pack
+
+from sopgym import cli
+from sopgym.evaluation.progress import ProgressBar
+
+REPO = Path(__file__).resolve().parents[1]
+WR = "sopgym/WarehouseReceiving-v0"
+RESULT_KEYS = {
+    "env_id", "policy", "episodes", "task_success_rate", "field_accuracy", "execution_completion_rate",
+    "conditional_task_success_rate", "tool_call_accuracy", "invalid_action_rate", "mean_turns", "truncation_rate",
+    "pass_at_k", "pass_hat_k",
+}
+
+
+def sopgym(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "sopgym", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("oracle")
+    out = sopgym("eval", "--env", WR, "--policy", "oracle", "--episodes", "40", "--samples-per-task", "2", "--k", "2",
+                 "--seed", "0", "--split", "test", "--out", str(folder / "results.json"),
+                 "--trajectories", str(folder / "traj.jsonl"))
+    assert out.returncode == 0, out.stderr
+    return out, folder
+
+
+def test_eval_writes_results_with_the_required_keys(oracle_run):
+    _, folder = oracle_run
+    results = json.loads((folder / "results.json").read_text())
+    assert RESULT_KEYS <= set(results)
+    assert (results["env_id"], results["policy"], results["episodes"], results["num_tasks"]) == (WR, "oracle", 80, 40)
+    assert set(results["ci95"]) == {"task_success_rate", "field_accuracy", "execution_completion_rate", "pass_at_k",
+                                    "pass_hat_k"}
+
+
+def test_eval_oracle_succeeds_on_every_test_task(oracle_run):
+    _, folder = oracle_run
+    results = json.loads((folder / "results.json").read_text())
+    assert (results["task_success_rate"], results["pass_at_k"], results["pass_hat_k"]) == (1.0, 1.0, 1.0)
+    assert results["truncation_rate"] == 0.0 and results["invalid_action_rate"] == 0.0
+
+
+def test_eval_prints_a_results_table_and_a_progress_bar(oracle_run):
+    out, _ = oracle_run
+    assert "task success rate" in out.stdout and "pass@2" in out.stdout and "pass^2" in out.stdout
+    assert "80/80 episodes" in out.stderr
+
+
+def test_eval_majority_scores_the_share_of_test_tasks_with_the_most_common_train_answer(tmp_path):
+    out = sopgym("eval", "--env", WR, "--policy", "majority", "--episodes", "200", "--quiet", "--n-bootstrap", "200",
+                 "--out", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stderr
+    results = json.loads((tmp_path / "r.json").read_text())
+    # Independent reference: the most common train answer, matched exactly against every test label.
+    pack = get_pack("WarehouseReceiving")
+    counts = Counter(json.dumps(pack.task("train", i).answer, sort_keys=True) for i in range(500))
+    majority = json.loads(counts.most_common(1)[0][0])
+    share = sum(pack.task("test", i).answer == majority for i in range(200)) / 200
+    assert results["task_success_rate"] == pytest.approx(share)
+    assert 0.0 < results["task_success_rate"] < 0.5  # a floor far below the oracle on a balanced split
+    assert results["tool_call_accuracy"] is None and results["mean_turns"] == 1.0
+    assert out.stderr == ""  # --quiet: no progress bar
+
+
+def test_show_prints_an_episode_from_the_written_trajectories(oracle_run):
+    _, folder = oracle_run
+    out = sopgym("show", str(folder / "traj.jsonl"), "--episode", "3")
+    assert out.returncode == 0, out.stderr
+    assert "== episode 3 | WarehouseReceiving/test/1 ==" in out.stdout
+    assert "call get_shipment(" in out.stdout and "submit_answer" in out.stdout
+    assert "evaluator: success=True" in out.stdout
+
+
+def test_show_defaults_to_the_first_episode_and_says_how_many_there_are(oracle_run):
+    _, folder = oracle_run
+    out = sopgym("show", str(folder / "traj.jsonl"))
+    assert "== episode 0 |" in out.stdout and "80 episodes in this file" in out.stdout
+
+
+def test_show_rejects_a_missing_episode_listing_the_range(oracle_run):
+    _, folder = oracle_run
+    out = sopgym("show", str(folder / "traj.jsonl"), "--episode", "999")
+    assert out.returncode == 2
+    assert "no episode 999" in out.stderr and "0..79" in out.stderr
+
+
+def test_list_shows_each_env_with_task_counts():
+    out = sopgym("list")
+    assert out.returncode == 0, out.stderr
+    pack = get_pack("WarehouseReceiving")
+    line = next(x for x in out.stdout.splitlines() if x.startswith(WR))
+    assert line.split()[1:5] == ["unlimited", "200", "200", str(len(pack.tools))]
+    assert ", ".join(f.name for f in pack.output_fields) in line
+    assert "Apache-2.0" in line and line.rstrip().endswith("yes")
+
+
+def test_list_json_describes_each_env(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    rows = {r["env_id"]: r for r in json.loads(capsys.readouterr().out)}
+    wr = rows[WR]
+    assert wr["tasks"] == {"train": None, "val": 200, "test": 200}
+    pack = get_pack("WarehouseReceiving")
+    assert (wr["num_tools"], wr["output_fields"], wr["training_allowed"]) == (len(pack.tools), pack.field_names, True)
+
+
+def test_eval_refuses_k_above_samples_per_task(capsys):
+    assert cli.main(["eval", "--env", WR, "--samples-per-task", "2", "--k", "3"]) == 2
+    assert "--k (3) must be <= --samples-per-task (2)" in capsys.readouterr().err
+
+
+def test_eval_names_the_registered_envs_for_an_unknown_id(capsys):
+    assert cli.main(["eval", "--env", "sopgym/Nope-v0"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown env id 'sopgym/Nope-v0'" in err and WR in err
+
+
+def test_eval_reports_too_many_episodes_for_the_split(capsys):
+    assert cli.main(["eval", "--env", WR, "--episodes", "500", "--quiet"]) == 2
+    assert "has 200 tasks; got episodes=500" in capsys.readouterr().err
+
+
+def test_eval_passes_reward_and_sandbox_to_the_env(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert cli.main(["eval", "--env", WR, "--episodes", "3", "--reward", "binary", "--sandbox", "inprocess",
+                     "--quiet", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["env_kwargs"] == {"reward": "binary", "sandbox": "inprocess"}
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert cli.main([]) == 2
+    assert "COMMAND" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,hint", [("train", "pip install 'sopgym[train]'"), ("sandbox", "pip install 'sopgym[docker]'")])
+def test_lazy_command_with_a_missing_module_explains_what_to_install(monkeypatch, capsys, name, hint):
+    broken = dataclasses.replace(cli.LAZY_COMMANDS[name], module="sopgym._no_such_module_for_tests")
+    monkeypatch.setitem(cli.LAZY_COMMANDS, name, broken)
+    assert cli.main([name, "--anything"]) == 1
+    err = capsys.readouterr().err
+    assert hint in err and "sopgym._no_such_module_for_tests" in err
+
+
+def test_main_kind_lazy_command_receives_the_remaining_arguments(monkeypatch, tmp_path):
+    (tmp_path / "fake_train_cli.py").write_text("seen = []\ndef main(argv):\n    seen.append(argv)\n    return 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(cli.LAZY_COMMANDS, "train", dataclasses.replace(cli.LAZY_COMMANDS["train"], module="fake_train_cli"))
+    assert cli.main(["train", "--config", "x.yaml", "--help"]) == 7
+    assert sys.modules["fake_train_cli"].seen == [["--config", "x.yaml", "--help"]]
+
+
+def test_parser_kind_lazy_command_registers_its_own_parser(monkeypatch, tmp_path):
+    (tmp_path / "fake_sandbox_cli.py").write_text(
+        "def add_cli(sub):\n"
+        "    p = sub.add_parser('sandbox')\n"
+        "    p.add_argument('--n', type=int)\n"
+        "    p.set_defaults(func=lambda a: a.n)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = dataclasses.replace(cli.LAZY_COMMANDS["sandbox"], module="fake_sandbox_cli", attr="add_cli")
+    monkeypatch.setitem(cli.LAZY_COMMANDS, "sandbox", fake)
+    assert cli.main(["sandbox", "--n", "5"]) == 5
+
+
+def test_lazy_modules_are_not_imported_for_other_commands():
+    code = "import sys; from sopgym.cli import main; main(['list']); print('sopgym.sandboxes.docker' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == "False"
+
+
+def test_progress_bar_writes_one_final_line_when_not_a_terminal():
+    import io
+
+    stream = io.StringIO()
+    bar = ProgressBar(4, stream=stream)
+    for _ in range(4):
+        bar.update()
+    bar.close()
+    assert stream.getvalue().count("\n") == 1 and "4/4 episodes" in stream.getvalue()

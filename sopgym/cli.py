@@ -94,7 +94,10 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                     "(see docs/evaluation.md) from the episode records.",
     )
     parser.add_argument("--env", required=True, help="env id, e.g. sopgym/WarehouseReceiving-v0 (see `sopgym list`)")
-    parser.add_argument("--policy", default="oracle", choices=("oracle", "random", "majority"))
+    from sopgym.envs.policies import POLICIES
+
+    parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES),
+                        help="built-in policy (see sopgym.envs.policies)")
     parser.add_argument("--episodes", type=_positive_int, default=50, help="number of tasks (task indices 0..N-1)")
     parser.add_argument("--samples-per-task", type=_positive_int, default=1, help="episodes per task: the n of pass@k")
     parser.add_argument("--k", type=_positive_int, default=1, help="k of pass@k and pass^k (<= samples per task)")
@@ -347,9 +350,9 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                          "pip install 'sopgym[train]'"),
     "sandbox": LazyCommand("sopgym.sandboxes.docker.cli", "add_sandbox_cli", "parser",
                            "Docker sandbox image and containers: build, status, gc", "pip install 'sopgym[docker]'"),
-    # ---- Hook points: add these when their modules exist (one line each, same shape) ----------
-    # "sopbench": LazyCommand("sopgym.sop_tasks.sopbench.cli", "add_sopbench_cli", "parser",
-    #                         "SOP-Bench adapter: discover, run, compat-score", "pip install 'sopgym[sopbench]'"),
+    "sopbench": LazyCommand("sopgym.sop_tasks.sopbench.cli", "add_sopbench_cli", "parser",
+                            "load, record and check a SOP-Bench checkout", "pip install 'sopgym[sopbench]'"),
+    # ---- Hook points: add these when their modules exist (one entry each, same shape) ---------
     # "validate-domain": LazyCommand("sopgym.sop_tasks.validate", "add_validate_domain_cli", "parser",
     #                                "check a domain pack against the format", "pip install sopgym"),
     # "new-domain": LazyCommand("sopgym.sop_tasks.scaffold", "add_new_domain_cli", "parser",

@@ -175,11 +175,27 @@ def test_parser_kind_lazy_command_registers_its_own_parser(monkeypatch, tmp_path
     assert cli.main(["sandbox", "--n", "5"]) == 5
 
 
+@pytest.mark.parametrize("name", ["train", "sandbox", "sopbench"])
+def test_lazy_commands_are_listed_in_help(capsys, name):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert name in capsys.readouterr().out
+
+
+def test_sopbench_hook_hands_over_to_the_adapter_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["sopbench", "--help"])
+    assert exit_info.value.code == 0
+    assert "register" in capsys.readouterr().out
+
+
 def test_lazy_modules_are_not_imported_for_other_commands():
-    code = "import sys; from sopgym.cli import main; main(['list']); print('sopgym.sandboxes.docker' in sys.modules)"
+    code = ("import sys; from sopgym.cli import main; main(['list']); "
+            "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.cli', 'sopgym.sop_tasks.sopbench.cli') "
+            "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[-1] == "False"
+    assert out.stdout.splitlines()[-1] == "[]"
 
 
 def test_progress_bar_writes_one_final_line_when_not_a_terminal():

@@ -16,6 +16,7 @@ from sopgym.sop_tasks.registry import get_pack
 PINNED_TEST_HASHES = {
     "AircraftPreflightInspection": "11c8912488b0e856a711cb5940e7ea2827bc812994306e98fff11ad4aa970155",
     "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",
+    "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",
 }
 
 

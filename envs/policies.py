@@ -5,6 +5,7 @@
   tests check; it is also the source of SFT warm-start trajectories.
 * ``random``: a random tool (submit included) with arguments sampled from the tool's JSON Schema,
   or free text. A floor.
+* ``inputs-only``: the best single-feature rule from the task inputs, fitted on the train split.
 * ``majority``: submits the most common answer of the train split (of the only split, for benchmarks
   that have one) without calling any tool. It measures how far labels can be guessed without the
   procedure.
@@ -24,7 +25,7 @@ import numpy as np
 from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack, ToolCall, ToolError
 from sopgym.sop_tasks.registry import get_pack
 
-__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "POLICIES", "make_policy", "format_call"]
+__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "InputsOnlyPolicy", "POLICIES", "make_policy", "format_call"]
 
 
 def format_call(name: str, arguments: Mapping[str, Any]) -> str:
@@ -154,6 +155,75 @@ class MajorityPolicy(Policy):
         return format_call(SUBMIT_TOOL, self._answer)
 
 
+@lru_cache(maxsize=64)
+def _fit_inputs_only(pack_key: str, sample: int) -> tuple[str | None, tuple, dict, str]:
+    """The best single-feature rule on the train split: (feature, bin edges, value -> answer, fallback).
+
+    Features are chosen by accuracy on a held-out half of the sample (so an id that memorises each
+    task's answer does not win), then the chosen rule is refitted on the whole sample.
+    """
+    pack = get_pack(pack_key)
+    split = next(s for s in ("train", "val", "test") if pack.num_tasks(s) != 0)
+    size = pack.num_tasks(split) or sample
+    tasks = [pack.task(split, i) for i in range(min(sample, size))]
+    answers = [json.dumps(t.answer, sort_keys=True) for t in tasks]
+    fallback = Counter(answers).most_common(1)[0][0]
+    half = len(tasks) // 2
+
+    def fit(values, labels, edges):
+        table: dict[str, Counter] = {}
+        for value, answer in zip(values, labels):
+            table.setdefault(_feature(value, edges), Counter())[answer] += 1
+        return {v: c.most_common(1)[0][0] for v, c in table.items()}
+
+    held_out_fallback = Counter(answers[:half]).most_common(1)[0][0] if half else fallback
+    best_acc = sum(a == held_out_fallback for a in answers[half:]) / max(1, len(answers) - half)
+    best: tuple[str | None, tuple, dict] = (None, (), {})
+    for key in sorted({k for t in tasks for k in t.inputs}):
+        values = [t.inputs.get(key) for t in tasks]
+        edges = _bin_edges(values)
+        rule = fit(values[:half], answers[:half], edges)
+        accuracy = sum(rule.get(_feature(v, edges), held_out_fallback) == a for v, a in zip(values[half:], answers[half:])) / max(1, len(answers) - half)
+        if accuracy > best_acc:
+            best_acc, best = accuracy, (key, edges, fit(values, answers, edges))
+    return best[0], best[1], best[2], fallback
+
+
+def _bin_edges(values: list) -> tuple:
+    """Octile edges for a numeric feature (no bins for anything else)."""
+    nums = sorted(v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if len(nums) < len(values) // 2 or len(set(nums)) <= 8:
+        return ()
+    return tuple(nums[len(nums) * q // 8] for q in range(1, 8))
+
+
+def _feature(value: Any, edges: tuple) -> str:
+    if edges and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"bin{sum(value >= e for e in edges)}"
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+class InputsOnlyPolicy(Policy):
+    """Answers from one input feature, never calling a tool: the best single-feature rule fitted on
+    the train split (category -> most common answer; numbers binned by octiles). A domain whose
+    answers this policy can guess is a domain whose tools are not needed."""
+
+    name = "inputs-only"
+
+    def __init__(self, sample: int = 1000):
+        self.sample = sample
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        pack = _pack_of(info)
+        feature, edges, rule, fallback = _fit_inputs_only(pack.key, self.sample)
+        inputs = pack.task_from_id(info["task_id"]).inputs
+        answer = rule.get(_feature(inputs.get(feature), edges), fallback) if feature is not None else fallback
+        self._answer = json.loads(answer)
+
+    def act(self, observation: str, info: Mapping[str, Any]) -> str:
+        return format_call(SUBMIT_TOOL, self._answer)
+
+
 def _groundtruth_replay(**kwargs: Any) -> Policy:
     """SOP-Bench plumbing baseline (imported lazily: the adapter imports this module)."""
     from sopgym.sop_tasks.sopbench.policy import GroundTruthReplayPolicy
@@ -162,7 +232,8 @@ def _groundtruth_replay(**kwargs: Any) -> Policy:
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {
-    "oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "groundtruth-replay": _groundtruth_replay,
+    "oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "inputs-only": InputsOnlyPolicy,
+    "groundtruth-replay": _groundtruth_replay,
 }
 
 

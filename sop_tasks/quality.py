@@ -1,0 +1,274 @@
+"""Quality checks of a domain pack (``sopgym validate-domain``) and the suite table (``sopgym domains-table``).
+
+A pack passes when:
+
+* ``schema``: 5 to 25 tools, every schema understood by our validator, at least one distractor;
+* ``sop``: 2,500 to 12,000 characters with at least 4 numbered steps;
+* ``determinism``: the same (split, index) generates the same task twice;
+* ``difficulty``: every task records easy/medium/hard and at least two levels occur on test;
+* ``oracle``: the reference solver, acting through the env, succeeds on 100% of val, test and the first
+  ``train_tasks`` train tasks (this is how labels are known to be right: the solver is written
+  independently of the generator's labelling code);
+* ``tool_calls``: the oracle's mean tool calls per task is between 4 and 15;
+* ``coverage``: every non-distractor tool is called by the oracle on some task;
+* ``balance``: on val and test, no value of a categorical field above 40% (60% when it has two values);
+* ``baselines``: majority, random and inputs-only success on test at most ``max_baseline`` (they must
+  stay far below the oracle's 100%).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import math
+import re
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sopgym.sandboxes.schema import check_schema
+
+from .pack import DomainPack
+from .registry import all_packs, get_pack, register_pack
+
+__all__ = ["Check", "DomainReport", "validate_pack", "load_pack_from_path", "domains_table", "label_entropy"]
+
+MAX_BASELINE = 0.6
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class DomainReport:
+    domain: str
+    env_id: str
+    checks: list[Check] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> None:
+        self.checks.append(Check(name, bool(ok), detail))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"domain": self.domain, "env_id": self.env_id, "ok": self.ok, "checks": [asdict(c) for c in self.checks], "figures": self.figures}
+
+    def format(self) -> str:
+        lines = [f"{self.env_id}: {'PASS' if self.ok else 'FAIL'}"]
+        lines += [f"  [{'ok' if c.ok else 'FAIL'}] {c.name:12s} {c.detail}" for c in self.checks]
+        return "\n".join(lines)
+
+
+def load_pack_from_path(path: str | Path) -> DomainPack:
+    """Import the pack at ``path`` (a folder with ``__init__.py`` defining PACK) or look up a registered name."""
+    folder = Path(path)
+    if not (folder / "__init__.py").is_file():
+        try:
+            return get_pack(str(path).rsplit("-v", 1)[0])
+        except KeyError:
+            raise ValueError(f"{path}: expected a domain-pack folder with __init__.py, or a registered domain name") from None
+    folder = folder.resolve()
+    repo_tasks = Path(__file__).resolve().parent
+    if folder.parent == repo_tasks:
+        module = importlib.import_module(f"sopgym.sop_tasks.{folder.name}")
+    else:
+        # A pack outside the package: import it as the package ``sopgym_user_domains.<folder>`` so its
+        # relative imports and its StatefulProgram module name (``__name__ + ".state"``) resolve.
+        root = "sopgym_user_domains"
+        if root not in sys.modules:
+            spec = importlib.machinery.ModuleSpec(root, None, is_package=True)
+            pkg = importlib.util.module_from_spec(spec)
+            pkg.__path__ = []
+            sys.modules[root] = pkg
+        if str(folder.parent) not in sys.modules[root].__path__:
+            sys.modules[root].__path__.append(str(folder.parent))
+        module = importlib.import_module(f"{root}.{folder.name}")
+    pack = getattr(module, "PACK", None)
+    if not isinstance(pack, DomainPack):
+        raise ValueError(f"{folder}: expected a module attribute PACK of type DomainPack, got {type(pack).__name__}")
+    register_pack(pack, replace=True)
+    return pack
+
+
+def label_entropy(answers: list[dict[str, Any]]) -> float:
+    """Shannon entropy (bits) of the whole-answer distribution."""
+    counts = Counter(json.dumps(a, sort_keys=True) for a in answers)
+    total = sum(counts.values())
+    return -sum(c / total * math.log2(c / total) for c in counts.values())
+
+
+def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kwargs: Any) -> dict[str, Any]:
+    from sopgym.envs.env import SOPEnv
+    from sopgym.envs.policies import make_policy
+
+    env = SOPEnv(pack, code_runner="inprocess")
+    policy = make_policy(policy_name, **policy_kwargs)
+    successes, calls, used = 0, 0, Counter()
+    for index in range(count):
+        obs, info = env.reset(options={"split": split, "task_index": index})
+        policy.reset(info)
+        done = False
+        while not done:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+            for call in info["calls"]:
+                if call["status"] == "OK":
+                    used[call["name"]] += 1
+            done = terminated or truncated
+        rec = info["episode"]
+        successes += rec["answer"] is not None and all(v == 1.0 for k, v in rec["reward_components"].items() if not k.startswith("shaping/"))
+        calls += rec["num_tool_calls"]
+    env.close()
+    return {"success": successes / count if count else 0.0, "mean_calls": calls / count if count else 0.0, "used": used}
+
+
+def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: float = MAX_BASELINE) -> DomainReport:
+    """Run every check on ``pack``. Returns a report; ``report.ok`` is the verdict."""
+    report = DomainReport(pack.name, pack.env_id)
+    n_tools = len(pack.tools)
+    distractors = [t.name for t in pack.tools if t.distractor]
+    try:
+        for tool in [*pack.tools, pack.submit_spec()]:
+            check_schema(tool.parameters, tool.name)
+        schema_ok, schema_err = True, ""
+    except ValueError as exc:
+        schema_ok, schema_err = False, str(exc)
+    report.add("schema", schema_ok and 5 <= n_tools <= 25 and bool(distractors),
+               f"{n_tools} tools (expected 5-25), {len(distractors)} distractor(s) (expected >= 1){'; ' + schema_err if schema_err else ''}")
+
+    steps = len(re.findall(r"^\s*\d+\.\s", pack.sop, flags=re.M))
+    report.add("sop", 2500 <= len(pack.sop) <= 12000 and steps >= 4, f"{len(pack.sop)} characters (expected 2,500-12,000), {steps} numbered steps (expected >= 4)")
+
+    same = all(pack.task(s, i).to_json() == pack.task(s, i).to_json() for s in ("val", "test") for i in range(5))
+    report.add("determinism", same, "same (split, index) -> identical task" if same else "a task differs between two generations")
+
+    sizes = {s: pack.num_tasks(s) for s in ("train", "val", "test")}
+    counts = {"val": sizes["val"] or 0, "test": sizes["test"] or 0, "train": min(train_tasks, sizes["train"] or train_tasks) if sizes["train"] != 0 else 0}
+    test_tasks = [pack.task("test", i) for i in range(counts["test"])]
+    levels = Counter(t.difficulty for t in test_tasks)
+    report.add("difficulty", len(levels) >= 2, f"test difficulty: {dict(sorted(levels.items()))}")
+
+    oracle = {s: _run(pack, "oracle", s, n) for s, n in counts.items() if n}
+    worst = min((r["success"] for r in oracle.values()), default=0.0)
+    report.add("oracle", bool(oracle) and worst == 1.0, ", ".join(f"{s} {r['success']:.1%} of {counts[s]}" for s, r in oracle.items()))
+    mean_calls = sum(r["mean_calls"] * counts[s] for s, r in oracle.items()) / max(1, sum(counts[s] for s in oracle))
+    report.add("tool_calls", 4 <= mean_calls <= 15, f"oracle mean tool calls {mean_calls:.2f} (expected 4-15)")
+    used = sum((r["used"] for r in oracle.values()), Counter())
+    unused = [t.name for t in pack.tools if not t.distractor and not used[t.name]]
+    report.add("coverage", not unused, f"non-distractor tools never used by the oracle: {unused}" if unused else "every non-distractor tool is used")
+
+    worst_share, where = 0.0, ""
+    ok_balance = True
+    for split in ("val", "test"):
+        answers = [pack.task(split, i).answer for i in range(counts[split])]
+        for f in pack.output_fields:
+            if f.type not in ("string", "boolean") and f.enum is None:
+                continue
+            tally = Counter(json.dumps(a[f.name]) for a in answers)
+            if not tally:
+                continue
+            share = max(tally.values()) / sum(tally.values())
+            limit = 0.6 if len(tally) <= 2 else 0.4
+            ok_balance &= share <= limit
+            if share > worst_share:
+                worst_share, where = share, f"{split}.{f.name} ({len(tally)} values, limit {limit:.0%})"
+    report.add("balance", ok_balance, f"largest label share {worst_share:.1%} in {where}")
+
+    baselines = {name: _run(pack, name, "test", counts["test"], **({"seed": 0} if name == "random" else {}))["success"]
+                 for name in ("majority", "random", "inputs-only")}
+    report.add("baselines", all(v <= max_baseline for v in baselines.values()),
+               ", ".join(f"{k} {v:.1%}" for k, v in baselines.items()) + f" (each must be <= {max_baseline:.0%}; oracle 100%)")
+    report.figures = {
+        "tasks": {s: ("unlimited" if v is None else v) for s, v in sizes.items()},
+        "tools": n_tools,
+        "distractors": len(distractors),
+        "tiers": sorted({t.tier.value for t in pack.tools}),
+        "label_entropy_bits": round(label_entropy([t.answer for t in test_tasks]), 3),
+        "oracle_success": {s: r["success"] for s, r in oracle.items()},
+        "oracle_mean_tool_calls": round(mean_calls, 2),
+        "baselines_test_success": baselines,
+        "sop_characters": len(pack.sop),
+        "human_steps": pack.human_steps,
+        "theme": pack.theme,
+    }
+    return report
+
+
+def domains_table(reports: list[DomainReport]) -> str:
+    """Markdown table of the suite (docs/domains.md)."""
+    lines = [
+        "| env id | theme | tasks (train/val/test) | tools (distractors) | tiers | label entropy (bits) | oracle | majority | random | inputs-only | oracle tool calls | checks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in reports:
+        f = r.figures
+        t = f["tasks"]
+        b = f["baselines_test_success"]
+        lines.append(
+            f"| `{r.env_id}` | {f['theme']} | {t['train']}/{t['val']}/{t['test']} | {f['tools']} ({f['distractors']}) | "
+            f"{', '.join(f['tiers'])} | {f['label_entropy_bits']:.2f} | {min(f['oracle_success'].values()):.0%} | "
+            f"{b['majority']:.1%} | {b['random']:.1%} | {b['inputs-only']:.1%} | {f['oracle_mean_tool_calls']:.1f} | "
+            f"{'pass' if r.ok else 'FAIL: ' + ', '.join(c.name for c in r.checks if not c.ok)} |"
+        )
+    return "\n".join(lines)
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+def _cmd_validate(args: argparse.Namespace) -> int:
+    pack = load_pack_from_path(args.path)
+    report = validate_pack(pack, train_tasks=args.train_tasks, max_baseline=args.max_baseline)
+    print(json.dumps(report.to_json(), indent=2, default=str) if args.json else report.format())
+    return 0 if report.ok else 1
+
+
+def add_validate_domain_cli(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("validate-domain", help="run the quality checks of a domain pack")
+    p.add_argument("path", help="a domain-pack folder (with __init__.py defining PACK) or a registered domain name")
+    p.add_argument("--train-tasks", type=int, default=200, help="train tasks the oracle must solve (default 200)")
+    p.add_argument("--max-baseline", type=float, default=MAX_BASELINE, help="largest allowed baseline success on test")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_validate)
+    return p
+
+
+HEADER = """# The authored domains
+
+Generated by `sopgym domains-table --out docs/domains.md` (do not edit by hand). Every figure is
+measured by `sopgym validate-domain` on the pack as it is: oracle success is the minimum over val,
+test and the first {train} train tasks; baselines are success rates on the 200-task test split;
+label entropy is over whole answers on test. See `sop_tasks/quality.py` for the checks.
+
+"""
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    reports = []
+    for pack in sorted(all_packs("sopgym"), key=lambda p: p.name):
+        print(f"validating {pack.env_id} ...", file=sys.stderr)
+        reports.append(validate_pack(pack, train_tasks=args.train_tasks))
+    text = HEADER.format(train=args.train_tasks) + domains_table(reports) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}", file=sys.stderr)
+    else:
+        print(text)
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def add_domains_table_cli(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("domains-table", help="validate every authored domain and write the suite table")
+    p.add_argument("--out", help="write the Markdown here (e.g. docs/domains.md) instead of stdout")
+    p.add_argument("--train-tasks", type=int, default=200)
+    p.set_defaults(func=_cmd_table)
+    return p

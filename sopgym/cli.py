@@ -107,6 +107,9 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--trajectories", default=None, help="write every step and episode here (JSONL)")
     parser.add_argument("--reward", default=None, choices=("dense", "binary"), help="env reward (default: the env's)")
     parser.add_argument("--sandbox", default=None, choices=("inprocess", "docker"), help="stateful tool backend")
+    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="another gymnasium.make kwarg (repeatable); VALUE is read as JSON when it parses, "
+                             "else as a string, e.g. --env-arg max_turns=4 --env-arg tools_runner=subprocess")
     parser.add_argument("--n-bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals (0: off)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=cmd_eval)
@@ -156,6 +159,20 @@ def format_results(results: dict[str, Any]) -> str:
     return head + "\n" + _table(["metric", "value", "95% CI"], rows)
 
 
+def parse_env_args(items: Sequence[str]) -> dict[str, Any]:
+    """``["max_turns=4", "tools_runner=subprocess"]`` -> ``{"max_turns": 4, "tools_runner": "subprocess"}``."""
+    kwargs: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--env-arg expects KEY=VALUE with KEY an identifier, got {item!r}")
+        try:
+            kwargs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            kwargs[key] = text
+    return kwargs
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
@@ -166,17 +183,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"sopgym eval: --k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): "
               "pass@k needs n >= k samples per task", file=sys.stderr)
         return 2
-    if args.env not in gym.registry:
+    if ":" not in args.env and args.env not in gym.registry:  # "module:id" ids are resolved by gymnasium.make
         known = sorted(i for i in gym.registry if i.startswith(("sopgym/", "sopbench/")))
         print(f"sopgym eval: unknown env id {args.env!r}; registered: {known}", file=sys.stderr)
         return 2
-    env_kwargs = {key: value for key in ("reward", "sandbox") if (value := getattr(args, key)) is not None}
+    try:
+        env_kwargs = parse_env_args(args.env_arg)
+    except ValueError as exc:
+        print(f"sopgym eval: {exc}", file=sys.stderr)
+        return 2
+    env_kwargs.update({key: value for key in ("reward", "sandbox") if (value := getattr(args, key)) is not None})
     try:
         records = run_episodes(
             args.env, args.policy, args.episodes, args.samples_per_task, args.seed, args.split, env_kwargs,
             trajectories_path=args.trajectories, progress=not args.quiet,
         )
-    except ValueError as exc:
+    except (ValueError, TypeError, gym.error.Error) as exc:  # bad counts, unknown policy or env, bad env kwargs
         print(f"sopgym eval: {exc}", file=sys.stderr)
         return 2
     metrics = evaluate_records(records, k=args.k, n_bootstrap=args.n_bootstrap, seed=args.seed)

@@ -128,6 +128,12 @@ def test_eval_names_the_registered_envs_for_an_unknown_id(capsys):
     assert "unknown env id 'sopgym/Nope-v0'" in err and WR in err
 
 
+def test_eval_accepts_module_prefixed_env_ids(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli.main(["eval", "--env", f"sopgym:{WR}", "--episodes", "2", "--quiet", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["task_success_rate"] == 1.0
+
+
 def test_eval_reports_too_many_episodes_for_the_split(capsys):
     assert cli.main(["eval", "--env", WR, "--episodes", "500", "--quiet"]) == 2
     assert "has 200 tasks; got episodes=500" in capsys.readouterr().err
@@ -138,6 +144,25 @@ def test_eval_passes_reward_and_sandbox_to_the_env(tmp_path, capsys):
     assert cli.main(["eval", "--env", WR, "--episodes", "3", "--reward", "binary", "--sandbox", "inprocess",
                      "--quiet", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["env_kwargs"] == {"reward": "binary", "sandbox": "inprocess"}
+
+
+def test_eval_env_args_reach_the_env_and_truncations_are_reported_by_cause(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli.main(["eval", "--env", WR, "--episodes", "4", "--env-arg", "max_turns=1", "--quiet", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["env_kwargs"] == {"max_turns": 1}
+    assert results["truncation_rate_by_cause"] == {"max_turns": 1.0} and results["execution_completion_rate"] == 0.0
+
+
+@pytest.mark.parametrize("item", ["max_turns", "=3", "not an id=3"])
+def test_eval_rejects_malformed_env_args(capsys, item):
+    assert cli.main(["eval", "--env", WR, "--env-arg", item, "--quiet"]) == 2
+    assert "--env-arg expects KEY=VALUE" in capsys.readouterr().err
+
+
+def test_eval_reports_an_env_kwarg_the_env_does_not_take(capsys):
+    assert cli.main(["eval", "--env", WR, "--episodes", "1", "--env-arg", "colour=3", "--quiet"]) == 2
+    assert "colour" in capsys.readouterr().err
 
 
 def test_no_command_prints_help_and_fails(capsys):

@@ -128,7 +128,7 @@ def main() -> int:
         call = timed(lambda: backend.call("get_account", {"account": "A1"}), args.calls)
 
         cid, echo = echo_channel(client, policy)
-        payload = {"op": "call", "name": "get_account", "args": {"account": "A1"}}
+        payload = {"name": "get_account", "args": {"account": "A1"}}
         try:
             # cat echoes our request line back: a same-size round trip with no work on the far side.
             def echo_once():

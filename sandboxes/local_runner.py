@@ -24,8 +24,9 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .base import CodeRunner, ExecResult, StatefulProgram
 

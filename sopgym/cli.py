@@ -374,11 +374,12 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                            "Docker sandbox image and containers: build, status, gc", "pip install 'sopgym[docker]'"),
     "sopbench": LazyCommand("sopgym.sop_tasks.sopbench.cli", "add_sopbench_cli", "parser",
                             "load, record and check a SOP-Bench checkout", "pip install 'sopgym[sopbench]'"),
-    # ---- Hook points: add these when their modules exist (one entry each, same shape) ---------
-    # "validate-domain": LazyCommand("sopgym.sop_tasks.validate", "add_validate_domain_cli", "parser",
-    #                                "check a domain pack against the format", "pip install sopgym"),
-    # "new-domain": LazyCommand("sopgym.sop_tasks.scaffold", "add_new_domain_cli", "parser",
-    #                           "scaffold a new domain pack", "pip install sopgym"),
+    "validate-domain": LazyCommand("sopgym.sop_tasks.quality", "add_validate_domain_cli", "parser",
+                                   "run the quality checks of a domain pack", "pip install sopgym"),
+    "domains-table": LazyCommand("sopgym.sop_tasks.quality", "add_domains_table_cli", "parser",
+                                 "validate every authored domain and write docs/domains.md", "pip install sopgym"),
+    "new-domain": LazyCommand("sopgym.sop_tasks.scaffold", "add_new_domain_cli", "parser",
+                              "scaffold a domain pack that passes validate-domain", "pip install sopgym"),
 }
 
 

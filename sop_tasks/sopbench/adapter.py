@@ -10,9 +10,10 @@ models on the data; the licence is CC-BY-NC-4.0 for all of SOP-Bench.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from sopgym.sandboxes.base import ToolSpec
 from sopgym.sandboxes.schema import check_schema
@@ -167,7 +168,6 @@ def register(path: str | Path, *, recordings_dir: str | Path | None = None, repl
         The :class:`LoadReport`; domains whose toolspecs cannot be adapted are moved to ``skipped``.
     """
     import gymnasium as gym
-
     from sopgym.sop_tasks.registry import register_pack as register_source
 
     report = load(path)

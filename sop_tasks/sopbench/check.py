@@ -13,9 +13,10 @@ Per domain, :func:`check_domain` reports
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sopgym.scoring import normalize_text
 

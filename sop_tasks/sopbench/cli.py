@@ -43,7 +43,7 @@ def run(args) -> int:
         if args.json:
             print(json.dumps({"domains": rows, "skipped": report.skipped}, indent=1))
         else:
-            for name, row in rows.items():
+            for row in rows.values():
                 print(f"{row['env_id']}: {row['tasks']} tasks, license CC-BY-NC-4.0, "
                       f"training {'allowed' if row['training_allowed'] else 'NOT allowed'}, inputs {row['inputs_rule']}")
                 for note in row["notes"]:

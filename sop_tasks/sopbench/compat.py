@@ -21,7 +21,8 @@ import ast
 import json
 import math
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["NAME", "compat_value_equal", "compat_correct", "parse_upstream_output", "compat_task_success"]
 

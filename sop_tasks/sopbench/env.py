@@ -15,7 +15,8 @@ budgets, reward components, the episode record); what differs:
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sopgym.envs.env import SOPEnv
 from sopgym.envs.parsing import parse_reply

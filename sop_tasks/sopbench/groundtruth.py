@@ -14,7 +14,8 @@ the SOP says, and then submits the labels.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from .loader import SopBenchDomain, spec_of
 

@@ -9,7 +9,8 @@ an agent, and its episodes must never be used as training data.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from sopgym.envs.policies import Policy, format_call
 from sopgym.sop_tasks.pack import SUBMIT_TOOL

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["PROMPT_STYLES", "chat_user_message", "upstream_user_message", "final_decision", "UPSTREAM_MAX_TURNS"]
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from sopgym.sandboxes.base import canonical_args
 
@@ -98,14 +99,14 @@ class Recording:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "Recording":
+    def load(cls, path: str | Path) -> Recording:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
             raise ValueError(f"{path}: recording format {data.get('format')!r}, expected {FORMAT}")
         return cls(domain=data["domain"], content_hash=data["content_hash"], tools=data["tools"])
 
     @classmethod
-    def load_for(cls, domain: SopBenchDomain, path: str | Path, *, allow_drift: bool = False) -> "Recording":
+    def load_for(cls, domain: SopBenchDomain, path: str | Path, *, allow_drift: bool = False) -> Recording:
         """Load and check against ``domain``. Raises RecordingDrift unless ``allow_drift``."""
         rec = cls.load(path)
         why = rec.check_drift(domain)

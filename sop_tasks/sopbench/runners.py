@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import base64
 import json
-
 import selectors
 import subprocess
 import sys
 import tempfile
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sopgym.sandboxes.base import SandboxError, SandboxTimeout
 
@@ -58,7 +58,7 @@ class ToolRunner(ABC):
     def call_many(self, calls: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         """Run ``calls`` in order in one tools instance."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most runners hold nothing
         """Release resources. Safe to call twice."""
 
 

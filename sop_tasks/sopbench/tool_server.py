@@ -42,14 +42,14 @@ def load_manager(domain_dir):
     module_name = "benchmark_tools_" + os.path.basename(os.path.normpath(domain_dir))
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise ImportError("Could not load module spec from %s" % path)
+        raise ImportError(f"Could not load module spec from {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
     for attr in dir(module):
         if attr.endswith("Manager") and not attr.startswith("_"):
             return getattr(module, attr)()
-    raise ImportError("No Manager class found in %s" % path)
+    raise ImportError(f"No Manager class found in {path}")
 
 
 def call_tool(manager, tool_names, name, params):
@@ -62,7 +62,7 @@ def call_tool(manager, tool_names, name, params):
         return {
             "kind": "unknown_tool",
             "exc_type": "ValueError",
-            "text": "Error: Tool '%s' not found. Available tools: %s" % (name, ", ".join(tool_names)),
+            "text": "Error: Tool '{}' not found. Available tools: {}".format(name, ", ".join(tool_names)),
         }
     try:
         if hasattr(manager, "process_tool_call"):
@@ -70,13 +70,13 @@ def call_tool(manager, tool_names, name, params):
         elif hasattr(manager, name):
             result = getattr(manager, name)(**params)
         else:
-            raise AttributeError("Tool '%s' not found in tools instance" % name)
+            raise AttributeError(f"Tool '{name}' not found in tools instance")
     except Exception as exc:  # the tool's own failure is the agent-visible error
-        return {"kind": "error", "exc_type": type(exc).__name__, "text": "Error: %s" % (exc,)}
+        return {"kind": "error", "exc_type": type(exc).__name__, "text": f"Error: {exc}"}
     try:
         return {"kind": "ok", "exc_type": "", "text": json.dumps(result)}
     except Exception as exc:
-        return {"kind": "unserialisable", "exc_type": type(exc).__name__, "text": "Error: %s" % (exc,)}
+        return {"kind": "unserialisable", "exc_type": type(exc).__name__, "text": f"Error: {exc}"}
 
 
 def _emit(stream, obj):
@@ -90,7 +90,7 @@ def serve(domain_dir, tool_names):
         try:
             manager = load_manager(domain_dir)
         except Exception as exc:
-            _emit(out, {"ready": False, "error": "%s: %s" % (type(exc).__name__, exc)})
+            _emit(out, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
             return 1
     _emit(out, {"ready": True})
     for line in sys.stdin:
@@ -117,7 +117,7 @@ def batch_main():
         try:
             manager = load_manager(domain_dir)
         except Exception as exc:
-            _emit(out, {"ready": False, "error": "%s: %s" % (type(exc).__name__, exc)})
+            _emit(out, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
             return 1
         for req in payload["calls"]:
             results.append(call_tool(manager, payload["tool_names"], req["name"], req["args"]))

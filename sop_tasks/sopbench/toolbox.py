@@ -15,7 +15,8 @@ Modes: ``auto`` (replay when the call is recorded, else run live), ``replay`` (n
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from sopgym.sandboxes.base import EpisodeSpec, Outcome, SandboxError, ToolResult, ToolSpec, canonical_args
 from sopgym.sandboxes.toolbox import ToolBox

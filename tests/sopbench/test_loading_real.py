@@ -8,7 +8,6 @@ import math
 import gymnasium as gym
 import pandas as pd
 import pytest
-
 from sopgym.sop_tasks.sopbench import load
 
 from .conftest import REAL_DOMAINS, sopbench_dir
@@ -66,7 +65,7 @@ def test_env_info_says_how_inputs_were_chosen(real_report):
 
 
 def test_csv_is_read_with_pandas_default_semantics(real_report):
-    for name, d in real_report.domains.items():
+    for _name, d in real_report.domains.items():
         expected = pd.read_csv(d.path / "test_set_with_outputs.csv")
         pd.testing.assert_frame_equal(d.frame, expected)
 
@@ -79,7 +78,7 @@ def test_missing_cells_become_none_in_json_values_and_nan_in_raw_rows(real_repor
     # The string "None" is NaN under pandas defaults (referral v2's rehabilitation status).
     v2 = real_report.domains["referral_abuse_detection_v2"]
     assert v2.row(0)["account_rehabilitation_status"] is None
-    for name, dom in real_report.domains.items():
+    for _name, dom in real_report.domains.items():
         for i in range(dom.num_tasks):
             json.dumps(dom.row(i), allow_nan=False)  # no NaN survives in JSON values
 

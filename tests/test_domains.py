@@ -1,0 +1,259 @@
+"""The quality bar of every authored domain pack (issue 4, "The domains").
+
+Parametrised over every registered authored pack (``all_packs("sopgym")``), so a domain added
+later is checked without editing this file, except for one line: its pinned test-split hash in
+``PINNED_TEST_SPLIT_HASHES`` (the hash test says what to add).
+
+How labels are verified: the reference solver is written from the SOP text, independently of the
+generator's labelling code, and acts through the env like any policy. If it reaches every label
+(and every expected final state) on every split, generator, tools and solver agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from functools import cache
+
+import gymnasium as gym
+import pytest
+from sopgym.envs.policies import make_policy
+from sopgym.sop_tasks.pack import DIFFICULTIES, DomainPack
+from sopgym.sop_tasks.registry import all_packs, get_pack
+
+import sopgym  # noqa: F401  (registers the envs)
+
+PACKS: list[DomainPack] = sorted(all_packs("sopgym"), key=lambda p: p.name)
+NAMES = [p.name for p in PACKS]
+
+#: sha256 of each domain's 200-task test split (``pack.split_hash("test")``). A change of a pinned
+#: hash means the generator changed: bump the pack's version and update the hash on purpose.
+PINNED_TEST_SPLIT_HASHES = {
+    "BusinessVerificationKYB": "2700fb72d411ea70869a4ada820369c93677e5fb052bf73eab06c56ae90bb6de",
+    "OrderFulfilment": "07b39aea4ec7cfe83a234d67ba53dbe1ccb8247650779535a99f113d951d7a41",
+    "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
+    "CustomerServiceTroubleshooting": "4afbc22075a3d3a5025c0e02f0e7f1cdbd1d32121ca924688000c565e35dc814",
+    "ReferralAbuseEnforcement": "a88c8d2503072767804b1c636585d16259d410861b2832bfbac1f96ef3da1379",
+    "AircraftPreflightInspection": "11c8912488b0e856a711cb5940e7ea2827bc812994306e98fff11ad4aa970155",
+    "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",
+    "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",
+    "WarehouseReceiving": "9cbda4c042ae0699156bb405b5e7d3f39afc267874bd2233bcd9157754c11058",
+}
+
+NUM_TRAIN_CHECKED = 200
+MIN_SOP_CHARS, MAX_SOP_CHARS = 2_500, 12_000
+MIN_TOOLS, MAX_TOOLS = 5, 25
+MIN_MEAN_TOOL_CALLS = 4
+#: Majority (most common train answer, no tools) must stay at or below this task success rate.
+MAX_MAJORITY_SUCCESS = 0.5
+
+
+@cache
+def _oracle_episodes(name: str, split: str, count: int) -> tuple[dict, ...]:
+    """Episode records of the oracle on the first ``count`` tasks of a split, through gymnasium.make."""
+    pack = get_pack(name)
+    env = gym.make(pack.env_id, reward="binary")
+    policy = make_policy("oracle")
+    episodes = []
+    try:
+        for index in range(count):
+            obs, info = env.reset(options={"split": split, "task_index": index})
+            policy.reset(info)
+            names = []
+            while True:
+                obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+                names += [c["name"] for c in info["calls"]]
+                if terminated or truncated:
+                    break
+            episodes.append(dict(info["episode"], called=names))
+    finally:
+        env.close()
+    return tuple(episodes)
+
+
+def _split_size(pack: DomainPack, split: str) -> int:
+    return pack.num_tasks(split) or NUM_TRAIN_CHECKED
+
+
+def _failures(episodes) -> list[str]:
+    return [
+        f"{e['task_id']}: answer {e['answer']} expected {e['expected']}, components {e['reward_components']}, "
+        f"truncation {e['truncation_cause']}"
+        for e in episodes
+        if e["reward"] != 1.0
+    ]
+
+
+def _eval_episodes(name: str) -> tuple[dict, ...]:
+    pack = get_pack(name)
+    return _oracle_episodes(name, "val", _split_size(pack, "val")) + _oracle_episodes(
+        name, "test", _split_size(pack, "test")
+    )
+
+
+# -- labels are right: the oracle solves everything --------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("split", ["val", "test", "train"])
+def test_oracle_solves_every_task_of_split(name, split):
+    pack = get_pack(name)
+    count = min(_split_size(pack, split), NUM_TRAIN_CHECKED) if split == "train" else _split_size(pack, split)
+    failures = _failures(_oracle_episodes(name, split, count))
+    assert not failures, (
+        f"{name}/{split}: oracle failed {len(failures)} of {count} tasks (expected 0); first: {failures[0]}"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_oracle_makes_at_least_four_tool_calls_on_average(name):
+    episodes = _eval_episodes(name)
+    mean = sum(e["num_tool_calls"] for e in episodes) / len(episodes)
+    assert mean >= MIN_MEAN_TOOL_CALLS, f"{name}: oracle mean tool calls {mean:.2f}, expected >= {MIN_MEAN_TOOL_CALLS}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_oracle_uses_every_non_distractor_tool(name):
+    pack = get_pack(name)
+    used = {n for e in _eval_episodes(name) for n in e["called"]}
+    needed = {t.name for t in pack.tools if not t.distractor}
+    assert needed <= used, f"{name}: non-distractor tools never used by the oracle on val+test: {sorted(needed - used)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_oracle_never_calls_a_distractor(name):
+    pack = get_pack(name)
+    distractors = {t.name for t in pack.tools if t.distractor}
+    used = {n for e in _eval_episodes(name) for n in e["called"]}
+    assert not used & distractors, f"{name}: the oracle called distractor tools {sorted(used & distractors)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_majority_policy_is_far_below_oracle(name):
+    pack = get_pack(name)
+    env = gym.make(pack.env_id, reward="binary")
+    policy = make_policy("majority")
+    count = _split_size(pack, "test")
+    successes = 0
+    try:
+        for index in range(count):
+            obs, info = env.reset(options={"split": "test", "task_index": index})
+            policy.reset(info)
+            _, reward, _, _, _ = env.step(policy.act(obs, info))
+            successes += reward == 1.0
+    finally:
+        env.close()
+    rate = successes / count
+    assert rate <= MAX_MAJORITY_SUCCESS, (
+        f"{name}: majority policy success {rate:.2f} on test, expected <= {MAX_MAJORITY_SUCCESS}"
+    )
+
+
+# -- generation ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_generator_is_deterministic_within_a_process(name):
+    pack = get_pack(name)
+    for split, index in (("train", 0), ("train", 12345), ("val", 3), ("test", 199)):
+        first = json.dumps(pack.task(split, index).to_json(), sort_keys=True)
+        again = json.dumps(pack.task(split, index).to_json(), sort_keys=True)
+        assert first == again, f"{name}: task {split}/{index} differs between two generations"
+
+
+_HASH_SCRIPT = """
+import json, sopgym
+from sopgym.sop_tasks.registry import all_packs
+hashes = {}
+for pack in all_packs("sopgym"):
+    try:
+        hashes[pack.name] = pack.split_hash("test", n=25)
+    except Exception as exc:  # one broken pack must not hide the others' results
+        hashes[pack.name] = f"generation failed: {type(exc).__name__}: {exc}"
+print(json.dumps(hashes))
+"""
+
+
+@cache
+def _hashes_in_subprocess(hash_seed: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    out = subprocess.run(
+        [sys.executable, "-c", _HASH_SCRIPT], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_generator_is_deterministic_across_processes_and_hash_seeds(name):
+    here = get_pack(name).split_hash("test", n=25)
+    for seed in ("1", "2"):
+        there = _hashes_in_subprocess(seed)[name]
+        assert there == here, (
+            f"{name}: first 25 test tasks differ under PYTHONHASHSEED={seed} (set or hash order leaks into generation)"
+        )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_test_split_hash_is_pinned(name):
+    got = get_pack(name).split_hash("test")
+    if name not in PINNED_TEST_SPLIT_HASHES:
+        pytest.fail(
+            f"{name}: no pinned test-split hash. A new domain must pin its test split: add "
+            f'"{name}": "{got}" to PINNED_TEST_SPLIT_HASHES in tests/test_domains.py'
+        )
+    want = PINNED_TEST_SPLIT_HASHES[name]
+    assert got == want, (
+        f"{name}: test split hash changed: expected {want}, got {got}. If the generator change is intended, "
+        f"bump the pack's version and update PINNED_TEST_SPLIT_HASHES"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_primary_label_is_balanced(name, split):
+    pack = get_pack(name)
+    primary = pack.output_fields[0]
+    labels = [json.dumps(pack.task(split, i).answer[primary.name]) for i in range(_split_size(pack, split))]
+    num_labels = len(primary.enum) if primary.enum is not None else len(set(labels))
+    limit = 0.40 if num_labels > 2 else 0.60
+    value, count = Counter(labels).most_common(1)[0]
+    share = count / len(labels)
+    assert share <= limit, f"{name}/{split}: label {primary.name}={value} has share {share:.2f}, expected <= {limit}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_difficulty_occurs_in_test_split(name):
+    pack = get_pack(name)
+    seen = Counter(pack.task("test", i).difficulty for i in range(_split_size(pack, "test")))
+    assert set(seen) == set(DIFFICULTIES), (
+        f"{name}: difficulties in test split {dict(seen)}, expected all of {DIFFICULTIES}"
+    )
+
+
+# -- static shape ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_sop_length_is_within_bounds(name):
+    size = len(get_pack(name).sop)
+    assert MIN_SOP_CHARS <= size <= MAX_SOP_CHARS, (
+        f"{name}: SOP has {size} characters, expected {MIN_SOP_CHARS}-{MAX_SOP_CHARS}"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sop_has_numbered_steps(name):
+    numbers = [int(m) for m in re.findall(r"(?m)^\s*(\d+)\.\s+\S", get_pack(name).sop)]
+    assert all(n in numbers for n in range(1, 6)), (
+        f"{name}: SOP numbered steps {numbers}, expected at least steps 1 to 5"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tool_count_is_within_bounds(name):
+    count = len(get_pack(name).tools)
+    assert MIN_TOOLS <= count <= MAX_TOOLS, f"{name}: {count} tools, expected {MIN_TOOLS}-{MAX_TOOLS}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_has_a_distractor_tool(name):
+    distractors = [t.name for t in get_pack(name).tools if t.distractor]
+    assert distractors, f"{name}: no tool is marked distractor=True, expected at least one"

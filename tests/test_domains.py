@@ -42,6 +42,8 @@ PINNED_TEST_SPLIT_HASHES = {
     "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",
     "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",
     "WarehouseReceiving": "9cbda4c042ae0699156bb405b5e7d3f39afc267874bd2233bcd9157754c11058",
+    "PatientIntake": "41333dd329881ae0cfdd4ee34bb1bcd926d38a8d11fe8fca2d58e8ce87d20657",
+    "AdTrafficSpoofing": "089b0e2ba20286a70de2570e4b27294b9341ccac1432492ab0e31006cecc6806",
 }
 
 NUM_TRAIN_CHECKED = 200

@@ -27,7 +27,8 @@ fi
 if ! docker info >/dev/null 2>&1; then
   echo "starting dockerd"
   mkdir -p /var/log/sopgym
-  nohup dockerd --bridge=none --iptables=false --ip6tables=false >/var/log/sopgym/dockerd.log 2>&1 &
+  # setsid: its own session, so the daemon outlives the shell (and job group) that started it.
+  setsid nohup dockerd --bridge=none --iptables=false --ip6tables=false >/var/log/sopgym/dockerd.log 2>&1 < /dev/null &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1

@@ -5,7 +5,8 @@ validated against its schema, answered from the replay records, rendered and rec
 ``info``), with actions precomputed so the policy is not timed. Baselines:
 
 * ``noop``: a gymnasium env whose ``step`` returns constants (the floor of the API itself);
-* ``gem``: GEM's simplest tool-using env, when ``gem-llm`` is installed (``pip install 'sopgym[bench]'``).
+* ``gem``: GEM's simplest env (``game:GuessTheNumber-v0-easy``: parse a boxed guess, compare, reply),
+  when ``gem-llm`` is installed (``pip install 'sopgym[bench]'``).
 
 Usage: python benchmarks/env_step.py [--env sopgym/WarehouseReceiving-v0] [--episodes 400] [--repeats 3]
 Prints median and p99 per step, reset latency, and ratios to the floor.
@@ -90,13 +91,13 @@ def time_gem(n: int) -> list[float] | None:
         import gem  # type: ignore
     except ImportError:
         return None
-    env = gem.make("game:GuessTheNumber-v0")
+    env = gem.make("game:GuessTheNumber-v0-easy")
     env.reset(seed=0)
     clock = time.perf_counter_ns
     out = []
     for i in range(n):
         t0 = clock()
-        _, _, term, trunc, _ = env.step(f"\\boxed{{{i % 10}}}")
+        _, _, term, trunc, _ = env.step(f"\\boxed{{{i % 10 + 1}}}")
         out.append((clock() - t0) / 1e3)
         if term or trunc:
             env.reset()
@@ -122,7 +123,7 @@ def main() -> None:
         rows.setdefault("noop floor", ([], []))[0].extend(time_noop(len(steps)))
         gem_steps = time_gem(2000)
         if gem_steps is not None:
-            rows.setdefault("gem GuessTheNumber", ([], []))[0].extend(gem_steps)
+            rows.setdefault("gem GuessTheNumber-easy", ([], []))[0].extend(gem_steps)
 
     floor = statistics.median(rows["noop floor"][0])
     print(f"env={args.env} episodes={args.episodes} repeats={args.repeats} steps/episode={len(rows['sopgym (unwrapped)'][0]) / args.episodes / args.repeats:.2f}")
@@ -131,7 +132,7 @@ def main() -> None:
         med = statistics.median(steps)
         reset = f"{statistics.median(resets):16.1f}" if resets else f"{'-':>16s}"
         print(f"{name:24s} {med:10.2f} {percentile(steps, 0.99):10.2f} {med / floor:9.1f} {reset}")
-    if "gem GuessTheNumber" not in rows:
+    if "gem GuessTheNumber-easy" not in rows:
         print("gem-llm not installed: GEM baseline not measured (pip install 'sopgym[bench]')")
 
 

@@ -101,7 +101,7 @@ _PROGRAM_TERMS = {
 _POINTS = {"banned_link": 25, "velocity": 15, "low_conversion": 10, "new_account": 10, "kyc": 10, "payout_volume": 15}
 #: target -> (self-referral counts to draw from, probability of each other factor, probability of partner tier)
 _DRAW = {
-    "NO_ACTION": ((0,), 0.08, 0.35),
+    "NO_ACTION": ((0,), 0.15, 0.5),
     "WARN": ((0, 0, 1), 0.2, 0.2),
     "SUSPEND_REFERRALS": ((0, 1, 1, 2), 0.3, 0.2),
     "CLAWBACK": ((1, 2, 2, 3), 0.35, 0.15),
@@ -128,18 +128,25 @@ def _label(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def _draw_factors(rng: random.Random, target: str) -> dict[str, Any]:
-    """Random factors biased towards ``target``, redrawn until the label matches (deterministic in rng)."""
-    ks, p, p_partner = _DRAW[target]
+    """Random factors biased towards ``target``, redrawn until the label matches (deterministic in rng).
+
+    A share of SUSPEND_REFERRALS tasks is reached only through an exception of SOP step 9 (a
+    CLAWBACK score with nothing paid, or a WARN score of a repeat offender), so both exceptions
+    are exercised often enough to matter.
+    """
+    via_exception = target == "SUSPEND_REFERRALS" and rng.random() < 0.4
+    ks, p, p_partner = _DRAW[rng.choice(("CLAWBACK", "WARN"))] if via_exception else _DRAW[target]
     for _ in range(10_000):
         f = {name: rng.random() < p for name in _POINTS}
         f["self_referrals"] = rng.choice(ks)
         f["other_linked"] = rng.choice((0, 0, 1, 2))
         f["partner"] = rng.random() < p_partner
-        f["has_paid"] = f["payout_volume"] or rng.random() < 0.75
-        f["prior_enforcements"] = rng.choice((0, 0, 0, 1, 2, 3))
+        f["has_paid"] = f["payout_volume"] or rng.random() < (0.5 if via_exception else 0.75)
+        f["prior_enforcements"] = rng.choice((0, 1, 2, 3) if via_exception else (0, 0, 0, 1, 2, 3))
         if f["banned_link"] and f["self_referrals"] + f["other_linked"] == 0:
             f["other_linked"] = 1
-        if _label(f)["answer"]["enforcement_action"] == target:
+        labelled = _label(f)
+        if labelled["answer"]["enforcement_action"] == target and bool(labelled["exceptions"]) >= via_exception:
             return f
     raise AssertionError(
         f"no factors found for target {target}"

@@ -44,6 +44,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "WarehouseReceiving": "9cbda4c042ae0699156bb405b5e7d3f39afc267874bd2233bcd9157754c11058",
     "PatientIntake": "41333dd329881ae0cfdd4ee34bb1bcd926d38a8d11fe8fca2d58e8ce87d20657",
     "AdTrafficSpoofing": "089b0e2ba20286a70de2570e4b27294b9341ccac1432492ab0e31006cecc6806",
+    "DrivingVideoAnnotationQC": "41a51e01f10e75efcd5668708e05e63c4b1d602cbb2ded4418d11e70dbeeca68",
 }
 
 NUM_TRAIN_CHECKED = 200

@@ -76,22 +76,36 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
     return m
 
 
-def eval_metrics(episodes: list[Episode], k: int = 1) -> dict[str, float]:
-    """Held-out metrics from the independent evaluator when available, else from the episodes' own success."""
-    records = [dict(ep.episode_info, task_id=ep.episode_info.get("task_id", ep.task_id)) for ep in episodes]
-    out: dict[str, float] = {}
-    try:
-        from sopgym.evaluation import evaluate_records
+def eval_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """Held-out metrics from the independent evaluator (``sopgym.evaluation.evaluate_records``).
 
-        result = evaluate_records(records, k=k)
+    Episodes the env did not score (cut by the trainer's own context cap, so without an ``episode``
+    record) are counted as failures in ``val/task_success_rate`` and reported in ``val/unscored_episodes``.
+    """
+    out: dict[str, float] = {}
+    n = max(1, len(episodes))
+    try:
+        from sopgym.evaluation import evaluate_records, score_record
+    except ImportError:
+        evaluate_records = score_record = None
+    scored = []
+    for ep in episodes:
+        try:
+            if score_record is not None:
+                score_record(ep.episode_info)
+                scored.append(ep.episode_info)
+        except ValueError:
+            pass
+    if scored:
+        result = evaluate_records(scored, k=1, n_bootstrap=0)
         for key, value in result.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
                 out[f"val/{key}"] = float(value)
-    except (ImportError, AttributeError):
-        out["val/task_success_rate"] = sum(ep.success for ep in episodes) / max(1, len(episodes))
-        out["val/evaluator_fallback"] = 1.0
-    out["val/reward/mean"] = sum(ep.reward for ep in episodes) / max(1, len(episodes))
-    out.setdefault("val/task_success_rate", sum(ep.success for ep in episodes) / max(1, len(episodes)))
+        out["val/task_success_rate"] = float(result["task_success_rate"]) * len(scored) / n
+    else:
+        out["val/task_success_rate"] = sum(ep.success for ep in episodes) / n
+    out["val/unscored_episodes"] = float(len(episodes) - len(scored))
+    out["val/reward/mean"] = sum(ep.reward for ep in episodes) / n
     return out
 
 

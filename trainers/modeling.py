@@ -93,22 +93,37 @@ def token_logprobs(
     backend: str,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    select_BT: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every target token under ``model`` at ``temperature``: ``logp_BT`` (and ``entropy_BT``).
 
-    Position p holds log p(target_ids[p] | tokens <= p of its episode); padding and episode-final
-    positions hold garbage that callers mask out.
+    Position p holds log p(target_ids[p] | tokens <= p of its episode). With ``select_BT`` (bool), the
+    output head runs only on the selected positions (the policy tokens: a few percent of an episode),
+    which saves the ``[B, T, V]`` logits; other positions hold 0. Without it every position is computed.
+    (Models with a final logit soft-cap are not special-cased on the selected path.)
     """
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     inputs = attention.model_inputs(batch, backend, dtype, device)
-    logits = model(**inputs, use_cache=False).logits
-    logits_BTV = _wide(attention.unflatten_logits(logits, batch)) / temperature
-    logprobs_BTV = torch.log_softmax(logits_BTV, dim=-1)
     target_BT = batch.target_ids_BT.to(device)
-    logp_BT = logprobs_BTV.gather(-1, target_BT.unsqueeze(-1)).squeeze(-1)
+    num_B, num_T = target_BT.shape
+    if select_BT is None:
+        logits = model(**inputs, use_cache=False).logits
+        logits_NV = attention.unflatten_logits(logits, batch).reshape(num_B * num_T, -1)
+        select_N = torch.ones(num_B * num_T, dtype=torch.bool, device=device)
+    else:
+        hidden = model.base_model(**inputs, use_cache=False).last_hidden_state
+        hidden_BTH = hidden.reshape(num_B, num_T, -1)
+        select_N = select_BT.to(device).reshape(-1)
+        logits_NV = model.get_output_embeddings()(hidden_BTH.reshape(num_B * num_T, -1)[select_N])
+    logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
+    logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1)[select_N].unsqueeze(-1)).squeeze(-1)
+    logp_BT = logp_N.new_zeros(num_B * num_T)
+    logp_BT = logp_BT.index_put((select_N.nonzero().squeeze(-1),), logp_N).reshape(num_B, num_T)
     entropy_BT = None
     if with_entropy:
         with torch.no_grad():
-            entropy_BT = -(logprobs_BTV.exp() * logprobs_BTV).sum(-1)
+            entropy_N = -(logprobs_NV.exp() * logprobs_NV).sum(-1)
+            entropy_BT = entropy_N.new_zeros(num_B * num_T).index_put((select_N.nonzero().squeeze(-1),), entropy_N)
+            entropy_BT = entropy_BT.reshape(num_B, num_T)
     return logp_BT, entropy_BT

@@ -74,7 +74,8 @@ def accumulate_gradients(
     for micro_rows in packing.split_rows(rows, s.rows_per_micro_batch):
         batch = packing.collate(seqs, micro_rows)
         num_positions += batch.segment_ids_BT.numel()
-        logp_BT, entropy_BT = token_logprobs(model, batch, backend, s.temperature, with_entropy=True)
+        select_BT = batch.fields_BT["mask"] > 0  # the output head runs on policy tokens only
+        logp_BT, entropy_BT = token_logprobs(model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT)
         f = {k: v.to(device=device, dtype=logp_BT.dtype) for k, v in batch.fields_BT.items()}
         mask_BT = f["mask"]
         if (loss_name or s.loss) == "sft":
@@ -85,7 +86,7 @@ def accumulate_gradients(
             ref_logp_BT = None
             if ref_model is not None and s.kl_coef > 0:
                 with torch.no_grad():
-                    ref_logp_BT, _ = token_logprobs(ref_model, batch, backend, s.temperature)
+                    ref_logp_BT, _ = token_logprobs(ref_model, batch, backend, s.temperature, select_BT=select_BT)
             loss, stats = policy_loss(
                 s.loss, logp_BT, f["old_logp"], f["adv"], f["weight"], mask_BT, params, ref_logp_BT, s.kl_coef
             )

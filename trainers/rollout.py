@@ -73,6 +73,13 @@ def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] 
 
 
 def _success(reward: float, components: dict[str, float], episode_info: dict[str, Any]) -> bool:
+    """Task success as the independent evaluator judges the env's episode record (fallbacks for other envs)."""
+    try:
+        from sopgym.evaluation import score_record
+
+        return bool(score_record(episode_info).success)
+    except (ImportError, ValueError):
+        pass
     for source in (episode_info, components):
         for key in ("success", "task_success"):
             if key in source and source[key] is not None:

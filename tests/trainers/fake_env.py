@@ -22,12 +22,14 @@ CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 class FakeSopEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
-    def __init__(self, max_turns: int = 4, training_allowed: bool = True, fail_infra_seed: int | None = None, **_):
+    def __init__(self, max_turns: int = 4, training_allowed: bool = True, fail_infra_seed: int | None = None,
+                 shaped: bool = False, **_):
         self.observation_space = gymnasium.spaces.Text(10000)
         self.action_space = gymnasium.spaces.Text(10000)
         self.max_turns = max_turns
         self.training_allowed = training_allowed
         self.fail_infra_seed = fail_infra_seed
+        self.shaped = shaped  # a truncated episode earns (len(last reply) % 7) / 7: varied rewards for random models
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -35,6 +37,7 @@ class FakeSopEnv(gymnasium.Env):
         self.key = f"k{int(self.np_random.integers(0, 100))}"
         self.value = COLOURS[int(self.np_random.integers(0, len(COLOURS)))]
         self.turns = 0
+        self.answer = None
         self.messages = [
             {"role": "system", "content": "SOP: look up the key, then submit its colour."},
             {"role": "user", "content": f"key: {self.key}"},
@@ -68,6 +71,7 @@ class FakeSopEnv(gymnasium.Env):
                 out = self.value if args.get("key") == self.key else "unknown key"
                 self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": out})
             elif name == "submit_answer":
+                self.answer = {"answer": args.get("answer")}
                 ok = str(args.get("answer")) == self.value
                 reward, terminated, status = float(ok), True, "SUBMITTED"
                 components = {"correct": float(ok)}
@@ -76,13 +80,22 @@ class FakeSopEnv(gymnasium.Env):
                 status = "ERROR_UNKNOWN_TOOL"
                 self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "unknown tool"})
         truncated = not terminated and self.turns >= self.max_turns
+        if truncated:
+            components = {"correct": 0.0}
+            if self.shaped:
+                reward = (len(action) % 7) / 7
+                components["shaped"] = reward
         info = {
             "status": "TRUNCATED_MAX_TURNS" if truncated else status, "status_message": "",
             "messages": list(self.messages), "reward_components": components,
             "truncation_cause": "max_turns" if truncated else None, "infrastructure_failure": infra,
         }
         if terminated or truncated:
-            info["episode"] = {"task_id": f"fake-{self.seed_}", "success": bool(reward >= 1.0), "reward": reward}
+            info["episode"] = {
+                "task_id": f"fake-{self.seed_}", "answer": self.answer, "expected": {"answer": self.value},
+                "fields": [{"name": "answer", "type": "string"}], "turns": self.turns, "terminated": terminated,
+                "truncated": truncated, "statuses": [status], "infrastructure_failure": infra, "reward": reward,
+            }
         return "", reward, terminated, truncated, info
 
 

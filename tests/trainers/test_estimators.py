@@ -6,10 +6,18 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sopgym.trainers.advantages import ADVANTAGES, dr_grpo, grpo, normalise_components, passk, rloo, zero_variance
 from sopgym.trainers.episodes import Episode
-from sopgym.trainers.losses import LOSSES, LossParams, aggregation_weights, cispo, is_reinforce, k3_kl, policy_loss, ppo_clip
+from sopgym.trainers.losses import (
+    LOSSES,
+    LossParams,
+    aggregation_weights,
+    cispo,
+    is_reinforce,
+    k3_kl,
+    policy_loss,
+    ppo_clip,
+)
 from sopgym.trainers.metrics import assign_advantages, divergence_warning
 
 T = torch.tensor

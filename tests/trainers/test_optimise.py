@@ -2,10 +2,15 @@
 
 import pytest
 import torch
-
-from sopgym.trainers.modeling import token_logprobs
 from sopgym.trainers import packing
-from sopgym.trainers.optimise import NonFiniteLossError, StepSettings, accumulate_gradients, optimiser_step, to_sequences
+from sopgym.trainers.modeling import token_logprobs
+from sopgym.trainers.optimise import (
+    NonFiniteLossError,
+    StepSettings,
+    accumulate_gradients,
+    optimiser_step,
+    to_sequences,
+)
 
 from .helpers import oracle_episode, tiny_model, tiny_tokenizer
 

@@ -1,0 +1,124 @@
+"""The RL loop end to end on a fake env: MLflow contents, exact resume, licence refusal, run status."""
+
+import os
+import signal
+
+import pytest
+import torch
+from sopgym.trainers.config import load_config
+from sopgym.trainers.loop import Killed, train
+from sopgym.trainers.rollout import TrainingNotAllowed
+
+from . import fake_env
+from .helpers import tiny_tokenizer
+
+TIMING = ("perf/",)
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer().save_pretrained(str(path))
+    return str(path)
+
+
+def _cfg(tmp_path, tok_dir, *extra):
+    return load_config(None, [
+        "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
+        "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
+        "optim.row_tokens=1024", "rollout.max_new_tokens=24", "rollout.batch_size=2", "rollout.group_size=3",
+        "optim.lr=1e-2", "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false",
+        f"run_dir={tmp_path}", "device=cpu", *extra,
+    ])
+
+
+def _env(**kw):
+    return lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True, **kw)
+
+
+def test_mlflow_contents_after_a_short_run(tmp_path, tok_dir):
+    from mlflow.tracking import MlflowClient
+
+    cfg = _cfg(tmp_path, tok_dir, "steps=2", "tracking.enabled=true", "eval_num_tasks=2", "plot=true",
+               "sft.num_episodes=4", "algo.kl_coef=0.01", "rollout.max_new_tokens=4")
+    result = train(cfg, make_env=_env(), make_oracle=fake_env.FakeOracle)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    run = client.get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    metrics = run.data.metrics
+    for key in (
+        "rollout/reward/mean", "rollout/reward/correct", "rollout/success_rate", "val/reward/mean", "val/task_success_rate",
+        "rollout/tokens/response_max", "rollout/tokens/response_mean", "rollout/truncation_rate/max_turns",
+        "rollout/truncation_rate/context_budget", "rollout/turns/mean", "rollout/invalid_action_rate",
+        "rollout/tool_failure_rate", "rollout/zero_variance_group_fraction", "rollout/infrastructure_failures",
+        "train/loss", "train/kl", "train/entropy", "train/clip_fraction", "train/grad_norm", "train/lr",
+        "perf/train_tokens_per_s", "perf/episodes_per_s", "perf/packing_efficiency", "sft/loss",
+    ):
+        assert key in metrics, key
+    # max_new_tokens=4 cuts every turn: the >5% token-cap warning fires as metric and tag
+    assert metrics["warnings/token_cap"] == 1.0 and "warning/token_cap" in run.data.tags
+    assert [m.step for m in client.get_metric_history(result.run_id, "val/task_success_rate")] == [0, 2]
+    assert run.data.params["algo.loss"] == "ppo_clip" and run.data.params["rollout.group_size"] == "3"
+    assert "curves.png" in [a.path for a in client.list_artifacts(result.run_id)]
+
+
+def test_resume_is_bit_exact_and_continues_the_mlflow_run(tmp_path, tok_dir):
+    from mlflow.tracking import MlflowClient
+
+    straight = train(_cfg(tmp_path / "a", tok_dir, "steps=4"), make_env=_env())
+    cfg_b = _cfg(tmp_path / "b", tok_dir, "steps=4", "tracking.enabled=true")
+    first = train(cfg_b, make_env=_env(), stop_after=2)
+    assert len(first.history) == 2
+    resumed = train(cfg_b, make_env=_env())
+    assert resumed.run_id == first.run_id
+    sa, sb = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
+    assert [strip(h) for h in straight.history] == [strip(h) for h in resumed.history]
+    assert any(h["train/grad_norm"] > 0 for h in straight.history)  # the model did train
+    client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'b').resolve() / 'mlflow.db'}")
+    steps = [m.step for m in client.get_metric_history(first.run_id, "rollout/reward/mean")]
+    assert sorted(steps) == [0, 1, 2, 3]
+    assert client.get_run(first.run_id).info.status == "FINISHED"
+
+
+def test_refuses_tasks_whose_licence_forbids_training(tmp_path, tok_dir):
+    with pytest.raises(TrainingNotAllowed, match="training_allowed=False"):
+        train(_cfg(tmp_path / "x", tok_dir, "steps=1"), make_env=_env(training_allowed=False))
+    from mlflow.tracking import MlflowClient
+
+    cfg = _cfg(tmp_path / "y", tok_dir, "steps=1", "env.allow_restricted_training=true", "tracking.enabled=true")
+    result = train(cfg, make_env=_env(training_allowed=False))
+    tags = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'y').resolve() / 'mlflow.db'}").get_run(result.run_id).data.tags
+    assert tags["override/allow_restricted_training"] == "true"
+
+
+def test_infrastructure_failures_are_counted_and_not_trained(tmp_path, tok_dir):
+    cfg = _cfg(tmp_path, tok_dir, "steps=1", "rollout.batch_size=1")
+    seed = 0 * 1_000_003 + 0  # the first task of step 0
+    result = train(cfg, make_env=_env(fail_infra_seed=seed))
+    h = result.history[0]
+    assert h["rollout/infrastructure_failures"] == 3 and h["train/trained_episodes"] == 0
+
+
+class _Boom(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("how, status", [("raise", "FAILED"), ("sigterm", "KILLED")])
+def test_run_status_on_exception_and_sigterm(tmp_path, tok_dir, how, status):
+    from mlflow.tracking import MlflowClient
+
+    class Exploding(fake_env.FakeSopEnv):
+        def step(self, action):
+            if how == "raise":
+                raise _Boom("env crashed")
+            os.kill(os.getpid(), signal.SIGTERM)
+            return super().step(action)
+
+    cfg = _cfg(tmp_path, tok_dir, "steps=1", "tracking.enabled=true")
+    with pytest.raises((_Boom, Killed)):
+        train(cfg, make_env=lambda env_id: Exploding())
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("sopgym").experiment_id])
+    assert run.info.status == status

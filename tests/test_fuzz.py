@@ -8,7 +8,9 @@ import gymnasium as gym
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import AUTHORED_ENV_IDS
+from sopgym.envs.registration import registered_env_ids
+
+AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

@@ -46,8 +46,9 @@ def test_no_bare_top_level_modules_are_installed(installed):
 
 
 def test_installed_package_registers_and_runs_every_authored_env(installed):
-    sys.path.insert(0, str(REPO / "tests"))
-    from conftest import AUTHORED_ENV_IDS
+    from sopgym.envs.registration import registered_env_ids
+
+    AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 
     code = (
         "import gymnasium as gym, sopgym\n"

@@ -13,10 +13,12 @@ import json
 import gymnasium as gym
 import pytest
 
-from conftest import AUTHORED_ENV_IDS
+from sopgym.envs.registration import registered_env_ids
 from sopgym.envs.reward import outcome_components, outcome_reward
 from sopgym.evaluation import score_record
 from sopgym.sop_tasks.registry import get_pack
+
+AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 
 
 def _variants(value, field):

@@ -1,24 +1,13 @@
-"""Pinned test-split hashes and domain-specific properties of BusinessVerificationKYB, OrderFulfilment and
-SellerEmailTriage (issue 4).
-
-tests/test_domains.py (generic checks over every pack) was not yet committed when these domains landed; the
-same pins are added to its PINNED_TEST_SPLIT_HASHES. The tests below check properties the generic suite
-cannot: that the stateful tools' writes matter, and that the decoys the SOPs warn about are real traps.
+"""Domain-specific properties of BusinessVerificationKYB, OrderFulfilment and SellerEmailTriage: their
+stateful writes and decoys matter. The generic checks of every domain are in tests/test_domains.py.
 """
 
 from __future__ import annotations
 
-import pytest
 from sopgym.sandboxes import ToolBox
 from sopgym.sandboxes.factory import make_stateful_backend
 from sopgym.sop_tasks.pack import ToolCall, ToolError
 from sopgym.sop_tasks.registry import get_pack
-
-PINNED_TEST_HASHES = {
-    "BusinessVerificationKYB": "2700fb72d411ea70869a4ada820369c93677e5fb052bf73eab06c56ae90bb6de",
-    "OrderFulfilment": "07b39aea4ec7cfe83a234d67ba53dbe1ccb8247650779535a99f113d951d7a41",
-    "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
-}
 
 
 def _box(pack, task) -> ToolBox:
@@ -49,13 +38,6 @@ def _solved(task, answer, state) -> bool:
     return answer == dict(task.answer) and all(state.get(k) == v for k, v in (task.expected_state or {}).items())
 
 
-@pytest.mark.parametrize("name", sorted(PINNED_TEST_HASHES))
-def test_test_split_hash_is_pinned(name):
-    got = get_pack(name).split_hash("test")
-    assert got == PINNED_TEST_HASHES[name], f"{name}: test split hash changed: expected {PINNED_TEST_HASHES[name]}, got {got}"
-
-
-# -- BusinessVerificationKYB ---------------------------------------------------------------------------
 def test_kyb_same_findings_can_give_different_tiers():
     """The case system's hidden jurisdiction rating makes reading the case back necessary."""
     pack = get_pack("BusinessVerificationKYB")

@@ -12,7 +12,8 @@ rendered as text. The whole chat, system message with the SOP included, is ``inf
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
@@ -20,7 +21,7 @@ from gymnasium.error import ResetNeeded
 from sopgym.sandboxes import Outcome, ToolBox
 from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
 from sopgym.sandboxes.schema import SchemaError, validate
-from sopgym.sop_tasks.pack import SUBMIT_TOOL, SPLITS, DomainPack, Task
+from sopgym.sop_tasks.pack import SPLITS, SUBMIT_TOOL, DomainPack, Task
 from sopgym.sop_tasks.registry import get_pack
 
 from . import rendering

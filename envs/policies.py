@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

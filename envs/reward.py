@@ -13,8 +13,9 @@ turn and ``shaping/invalid_action`` per invalid reply.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from sopgym.scoring import field_scores
 

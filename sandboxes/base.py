@@ -22,8 +22,9 @@ from __future__ import annotations
 import enum
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = [
     "Tier",

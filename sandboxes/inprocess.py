@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any
 
 from .base import Outcome, StatefulBackend, StatefulProgram, ToolResult
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["SchemaError", "validate", "check_schema"]
 

@@ -8,7 +8,8 @@ anything the policy did. Infrastructure failures of a backend (:class:`SandboxEr
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .base import (
     ERROR_KEY,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Generator, Mapping, Sequence
+from typing import Any
 
 from sopgym.sandboxes import EpisodeSpec, StatefulProgram, Tier, ToolSpec
 from sopgym.sandboxes.schema import check_schema

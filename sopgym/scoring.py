@@ -16,9 +16,10 @@ scorer's job, which is never a reward).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 import unicodedata
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
 
 __all__ = ["normalize_text", "normalize_value", "values_equal", "validate_answer", "field_scores", "INVALID"]
 

@@ -10,7 +10,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SOPBENCH_DIR", str((REPO / ".." / "shared" / "sop-bench").resolve()))
 
-import sopgym  # noqa: E402  (registers the envs)
 from sopgym.envs.registration import registered_env_ids  # noqa: E402
 
 ENV_IDS = registered_env_ids()

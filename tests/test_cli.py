@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sopgym.sop_tasks.registry import get_pack
 
 from sopgym import cli
 from sopgym.evaluation.progress import ProgressBar
+from sopgym.sop_tasks.registry import get_pack
 
 REPO = Path(__file__).resolve().parents[1]
 WR = "sopgym/WarehouseReceiving-v0"

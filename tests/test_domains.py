@@ -21,11 +21,11 @@ from functools import cache
 
 import gymnasium as gym
 import pytest
+
+import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.sop_tasks.pack import DIFFICULTIES, DomainPack
 from sopgym.sop_tasks.registry import all_packs, get_pack
-
-import sopgym  # noqa: F401  (registers the envs)
 
 PACKS: list[DomainPack] = sorted(all_packs("sopgym"), key=lambda p: p.name)
 NAMES = [p.name for p in PACKS]

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from sopgym.envs.status import INFRASTRUCTURE, INVALID_ACTION
 
+from sopgym.envs.status import INFRASTRUCTURE, INVALID_ACTION
 from sopgym.evaluation import evaluate_records, load_records, run_episodes, score_record
 from sopgym.evaluation.metrics import INVALID_ACTION_STATUSES
 from sopgym.evaluation.runner import episode_seed

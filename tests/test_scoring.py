@@ -8,7 +8,7 @@ from sopgym.sop_tasks.pack import OutputField
 S = OutputField("s", enum=("Approve", "Reject"))
 FREE = OutputField("f")
 N = OutputField("n", type="number")
-I = OutputField("i", type="integer")
+INT = OutputField("i", type="integer")
 B = OutputField("b", type="boolean")
 NULLABLE = OutputField("z", nullable=True)
 
@@ -27,8 +27,8 @@ def test_text_normal_form():
     (3, 3.0, N, True),
     (0.1 + 0.2, 0.3, N, True),
     ("3", 3, N, False),
-    (True, 1, I, False),
-    (2.5, 2, I, False),
+    (True, 1, INT, False),
+    (2.5, 2, INT, False),
     (True, True, B, True),
     ("true", True, B, False),
     (None, None, NULLABLE, True),

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from sopgym.envs.policies import format_call
-from sopgym.sop_tasks.registry import get_pack
 
 import sopgym  # noqa: F401  (registers the envs)
+from sopgym.envs.policies import format_call
+from sopgym.sop_tasks.registry import get_pack
 
 PACK = get_pack("CustomerServiceTroubleshooting")
 

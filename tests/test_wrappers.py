@@ -6,10 +6,10 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+
 from sopgym.envs import SOPEnv
 from sopgym.envs.policies import format_call, make_policy
 from sopgym.envs.wrappers import RecordTrajectory, to_jsonable
-
 from sopgym.evaluation import evaluate_records, load_records
 
 WR = "sopgym/WarehouseReceiving-v0"

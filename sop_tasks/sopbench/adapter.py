@@ -168,6 +168,7 @@ def register(path: str | Path, *, recordings_dir: str | Path | None = None, repl
         The :class:`LoadReport`; domains whose toolspecs cannot be adapted are moved to ``skipped``.
     """
     import gymnasium as gym
+
     from sopgym.sop_tasks.registry import register_pack as register_source
 
     report = load(path)

@@ -8,6 +8,7 @@ import time
 import ledger_program as lp
 import pytest
 from conftest import report
+
 from sopgym.sandboxes.base import Outcome, StatefulProgram, ToolResult
 from sopgym.sandboxes.inprocess import InProcessBackend
 
@@ -85,12 +86,10 @@ def test_domain_episodes_match_inprocess(docker_client, make_pool, mode):
 
 
 def _check_domain(make_pool, pack, mode):
-    from sopgym.sandboxes.docker import DockerStatefulBackend
+    from sopgym.sandboxes.docker import DockerCodeRunner, DockerStatefulBackend
+    from sopgym.sandboxes.local_runner import LocalCodeRunner
     from sopgym.sandboxes.toolbox import ToolBox
     from sopgym.sop_tasks.pack import ToolError
-
-    from sopgym.sandboxes.docker import DockerCodeRunner
-    from sopgym.sandboxes.local_runner import LocalCodeRunner
 
     def verifiable(runner):
         if pack.verifiable is None:

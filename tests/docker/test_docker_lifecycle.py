@@ -15,6 +15,7 @@ from pathlib import Path
 import ledger_program as lp
 import pytest
 from conftest import report
+
 from sopgym.sandboxes.base import (
     EpisodeSpec,
     Outcome,

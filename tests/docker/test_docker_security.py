@@ -12,6 +12,7 @@ from pathlib import Path
 import ledger_program as lp
 import pytest
 from conftest import report, session_containers
+
 from sopgym.sandboxes.base import EpisodeSpec, StatefulProgram, Tier, ToolSpec
 
 LEDGER = StatefulProgram("ledger_program")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from sopgym.sop_tasks.sopbench.compat import compat_correct, compat_value_equal, parse_upstream_output
 
 from sopgym.scoring import values_equal
+from sopgym.sop_tasks.sopbench.compat import compat_correct, compat_value_equal, parse_upstream_output
 
 FIELD = {"name": "decision", "type": "string", "nullable": False}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from sopgym.sandboxes.base import SandboxError
 from sopgym.sop_tasks.sopbench.runners import DockerToolRunner, InProcessToolRunner
 

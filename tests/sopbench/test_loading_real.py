@@ -8,6 +8,7 @@ import math
 import gymnasium as gym
 import pandas as pd
 import pytest
+
 from sopgym.sop_tasks.sopbench import load
 
 from .conftest import REAL_DOMAINS, sopbench_dir

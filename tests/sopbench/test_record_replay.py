@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+
 from sopgym.envs.policies import make_policy
 from sopgym.sop_tasks.sopbench import Recording, RecordingDrift, check_domain, load_domain, record_groundtruth, register
 from sopgym.sop_tasks.sopbench.runners import InProcessToolRunner, SubprocessToolRunner

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+
 from sopgym.sandboxes.base import Outcome
 from sopgym.sop_tasks.sopbench.runners import InProcessToolRunner, SubprocessToolRunner, make_runner
 from sopgym.sop_tasks.sopbench.toolbox import to_tool_result

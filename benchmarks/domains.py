@@ -53,9 +53,8 @@ def proc_status_kb(key: str) -> int:
 
 
 def authored_packs() -> list:
-    from sopgym.sop_tasks.registry import all_packs
-
     import sopgym  # noqa: F401  (registers the envs)
+    from sopgym.sop_tasks.registry import all_packs
 
     return sorted(all_packs("sopgym"), key=lambda p: p.name)
 
@@ -125,6 +124,7 @@ def measure_memory(group: str, n_envs: int) -> dict:
     import gc
 
     import gymnasium as gym
+
     from sopgym.envs.policies import make_policy
     from sopgym.sandboxes import inprocess, local_runner  # noqa: F401  (imported before the baseline)
 

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from sopgym.sop_tasks.registry import all_packs
 
 import sopgym  # noqa: F401  (registers the envs)
+from sopgym.sop_tasks.registry import all_packs
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "domains.py"
 TASKS, ENVS = 20, 16

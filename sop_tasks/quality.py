@@ -11,7 +11,8 @@ A pack passes when:
   independently of the generator's labelling code);
 * ``tool_calls``: the oracle's mean tool calls per task is between 4 and 15;
 * ``coverage``: every non-distractor tool is called by the oracle on some task;
-* ``balance``: on val and test, no value of a categorical field above 40% (60% when it has two values);
+* ``balance``: on val and test, no value of the primary label (the first output field) above 40%
+  (60% when it has two values); the other fields' largest shares are reported;
 * ``baselines``: majority, random and inputs-only success on test at most ``max_baseline`` (they must
   stay far below the oracle's 100%).
 """
@@ -168,23 +169,25 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
     unused = [t.name for t in pack.tools if not t.distractor and not used[t.name]]
     report.add("coverage", not unused, f"non-distractor tools never used by the oracle: {unused}" if unused else "every non-distractor tool is used")
 
-    worst_share, where = 0.0, ""
-    ok_balance = True
+    # Balance is controlled on the primary label (the first output field: the SOP's decision). Other
+    # fields are consequences of it (an escalation tier is NONE whenever nothing is escalated), so
+    # their largest share is reported, not limited.
+    primary = pack.output_fields[0]
+    ok_balance, shares = True, []
     for split in ("val", "test"):
         answers = [pack.task(split, i).answer for i in range(counts[split])]
         for f in pack.output_fields:
-            if f.type not in ("string", "boolean") and f.enum is None:
-                continue
             tally = Counter(json.dumps(a[f.name]) for a in answers)
             if not tally:
                 continue
             share = max(tally.values()) / sum(tally.values())
-            limit = 0.6 if len(tally) <= 2 else 0.4
-            ok_balance &= share <= limit
-            if share > worst_share:
-                worst_share, where = share, f"{split}.{f.name} ({len(tally)} values, limit {limit:.0%})"
-    report.add("balance", ok_balance, f"largest label share {worst_share:.1%} in {where}")
-
+            if f is primary:
+                limit = 0.6 if len(tally) <= 2 else 0.4
+                ok_balance &= share <= limit
+                shares.append(f"{split}.{f.name} {share:.1%} (limit {limit:.0%})")
+            elif split == "test":
+                shares.append(f"test.{f.name} {share:.1%} (reported)")
+    report.add("balance", ok_balance, "largest label share: " + ", ".join(shares))
     baselines = {name: _run(pack, name, "test", counts["test"], **({"seed": 0} if name == "random" else {}))["success"]
                  for name in ("majority", "random", "inputs-only")}
     report.add("baselines", all(v <= max_baseline for v in baselines.values()),

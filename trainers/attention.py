@@ -12,6 +12,7 @@ do NOT isolate episodes under SDPA or eager attention (only the flash-attention 
 * ``sdpa``: a 4-D boolean mask ``[B, 1, T, T]``, True where query i may attend key j (same episode, j <= i).
   transformers passes a 4-D mask through unchanged.
 * ``eager``: the same mask as an additive float mask (0 / dtype min): eager attention adds it to scores.
+* Rows holding a single episode need no mask at all (causal attention with trailing padding).
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def model_inputs(batch: PackedBatch, backend: str, dtype: torch.dtype, device: t
             "max_length_q": max(lens),
             "max_length_k": max(lens),
         }
+    if all(len(row) <= 1 for row in batch.seq_lens):
+        # One episode per row, padding only at the end: plain causal attention already isolates it (real
+        # tokens never look ahead at padding), and lets SDPA use its fused causal kernel instead of a
+        # materialised [T, T] mask.
+        return {"input_ids": input_ids_BT, "position_ids": position_ids_BT}
     mask_B1TT = block_causal_mask(batch.segment_ids_BT.to(device))
     if backend == "eager":
         mask_B1TT = additive_mask(mask_B1TT, dtype)

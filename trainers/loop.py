@@ -120,6 +120,8 @@ def train(
     tokenizer_box: list[Any] = []
 
     def length_fn(text: str) -> int:
+        if not tokenizer_box:  # oracle demonstrations are collected before the BPE exists: count characters
+            return len(text)
         return len(tokenizer_box[0](text, add_special_tokens=False)["input_ids"])
 
     env_kwargs = {
@@ -175,10 +177,13 @@ def train(
                 for i, t in enumerate(trajectories[: cfg.sft.num_episodes])
             ]
             sft_settings = _replace(settings)
+            def on_sft_step(i: int, st: dict[str, float]) -> None:
+                tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)
+                log.info("sft step %d: loss %.3f, %.0f tokens/s", i, st["loss"], st["tokens_per_s"])
+
             train_sft(
                 model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-                settings=sft_settings, backend=backend, generator=generator,
-                on_step=lambda s, st: tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, s),
+                settings=sft_settings, backend=backend, generator=generator, on_step=on_sft_step,
             )
 
         ref_model = None
@@ -335,4 +340,4 @@ def train(
 def _replace(settings: StepSettings) -> StepSettings:
     import dataclasses
 
-    return dataclasses.replace(settings, temperature=1.0)
+    return dataclasses.replace(settings, temperature=1.0, aggregation="token")

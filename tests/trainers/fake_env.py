@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 
 import gymnasium
 
@@ -23,18 +24,19 @@ class FakeSopEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, max_turns: int = 4, training_allowed: bool = True, fail_infra_seed: int | None = None,
-                 shaped: bool = False, **_):
+                 shaped: bool = False, num_keys: int = 100, **_):
         self.observation_space = gymnasium.spaces.Text(10000)
         self.action_space = gymnasium.spaces.Text(10000)
         self.max_turns = max_turns
         self.training_allowed = training_allowed
         self.fail_infra_seed = fail_infra_seed
+        self.num_keys = num_keys  # fewer keys: easier copying, so a tiny model starts with partial success
         self.shaped = shaped  # a truncated episode earns (len(last reply) % 7) / 7: varied rewards for random models
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.seed_ = seed
-        self.key = f"k{int(self.np_random.integers(0, 100))}"
+        self.key = f"k{int(self.np_random.integers(0, self.num_keys))}"
         self.value = COLOURS[int(self.np_random.integers(0, len(COLOURS)))]
         self.turns = 0
         self.answer = None
@@ -109,14 +111,24 @@ def oracle_reply(messages) -> str:
 
 
 class FakeOracle:
-    """The ``make_policy("oracle")`` interface: ``reset(info)`` then ``act(observation, info)``."""
+    """The ``make_policy("oracle")`` interface: ``reset(info)`` then ``act(observation, info)``.
+
+    ``wrong_rate`` makes a noisy demonstrator: on that share of tasks (chosen by a hash of the task id)
+    it submits "red" whatever the lookup said, a systematic mistake that RL can then unlearn.
+    """
+
+    def __init__(self, wrong_rate: float = 0.0):
+        self.wrong_rate = wrong_rate
 
     def reset(self, info):
         self.messages = list(info["messages"])
+        self.wrong = zlib.crc32(str(info["task_id"]).encode()) % 1000 < 1000 * self.wrong_rate
 
     def act(self, observation, info):
         if "messages" in info and len(info["messages"]) >= len(self.messages):
             self.messages = list(info["messages"])
+        if self.wrong and self.messages[-1]["role"] == "tool":
+            return "<tool_call>" + json.dumps({"name": "submit_answer", "arguments": {"answer": "red"}}) + "</tool_call>"
         return oracle_reply(self.messages)
 
 

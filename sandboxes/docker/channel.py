@@ -109,6 +109,25 @@ class Channel:
             self.close()
             raise
 
+    def is_open(self) -> bool:
+        """True when the stream is open with nothing unread: a cheap check before reusing a warm
+        container (a container killed while idle shows as EOF here). Never blocks."""
+        if self.closed:
+            return False
+        timeout = self._sock.gettimeout()
+        # A socket with a timeout polls before recv (MSG_DONTWAIT alone would still wait): go non-blocking.
+        self._sock.setblocking(False)
+        try:
+            data = self._sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return True  # alive, nothing pending
+        except OSError:
+            return False
+        finally:
+            self._sock.settimeout(timeout)
+        # b"" is EOF; unexpected bytes (stderr noise or a stray line) are drained by the next request.
+        return bool(data)
+
     def _feed(self, data: bytes) -> None:
         self._buf += data
         while len(self._buf) >= _HEADER.size:

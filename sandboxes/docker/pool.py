@@ -309,10 +309,18 @@ class ContainerPool:
         with self._lock:
             if self._closed:
                 raise SandboxError(f"{self.role} pool is closed; expected an open pool")
+            stale = []
+            found = None
             while self._idle:
                 box = self._idle.pop()
-                if not box.broken:
-                    return box
+                if not box.broken and box.channel.is_open():
+                    found = box
+                    break
+                stale.append(box)  # killed or died while idle: replace it
+        for box in stale:
+            self.discard(box)
+        if found is not None:
+            return found
         box = start_container(self.client, self.image, self.policy, self.role, start_timeout=self.start_timeout)
         with self._lock:
             self.num_created += 1

@@ -308,3 +308,24 @@ def test_sandbox_error_is_infrastructure_not_policy():
     for cls in (errors.DaemonUnreachable, errors.ImageMissing, errors.ContainerLost, errors.ChannelTimeout,
                 errors.ProgramError):
         assert issubclass(cls, SandboxError), cls
+
+
+def test_warm_container_killed_while_idle_is_replaced_without_an_error(docker_client, make_pool):
+    from sopgym.sandboxes.docker import DockerCodeRunner
+
+    pool = make_pool()
+    runner = DockerCodeRunner(pool=pool)
+    try:
+        assert runner.run_python("print(1)").stdout.strip() == "1"
+        (idle,) = pool._idle
+        docker_client.api.kill(idle.id)
+        docker_client.api.wait(idle.id, timeout=10)
+        started = time.perf_counter()
+        result = runner.run_python("print(2)")  # the dead warm container is noticed at acquire
+        elapsed = time.perf_counter() - started
+        assert result.ok and result.stdout.strip() == "2", result
+        assert idle.id not in pool._all and pool.num_created == 2
+        report("fault_idle_container_killed", seconds_to_replace=elapsed)
+    finally:
+        runner.close()
+        pool.close()

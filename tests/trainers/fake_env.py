@@ -24,12 +24,13 @@ class FakeSopEnv(gymnasium.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, max_turns: int = 4, training_allowed: bool = True, fail_infra_seed: int | None = None,
-                 shaped: bool = False, num_keys: int = 100, **_):
+                 shaped: bool = False, num_keys: int = 100, fixed_value: str | None = None, **_):
         self.observation_space = gymnasium.spaces.Text(10000)
         self.action_space = gymnasium.spaces.Text(10000)
         self.max_turns = max_turns
         self.training_allowed = training_allowed
         self.fail_infra_seed = fail_infra_seed
+        self.fixed_value = fixed_value  # every key maps to this colour (a learnable preference for RL tests)
         self.num_keys = num_keys  # fewer keys: easier copying, so a tiny model starts with partial success
         self.shaped = shaped  # a truncated episode earns (len(last reply) % 7) / 7: varied rewards for random models
 
@@ -38,6 +39,8 @@ class FakeSopEnv(gymnasium.Env):
         self.seed_ = seed
         self.key = f"k{int(self.np_random.integers(0, self.num_keys))}"
         self.value = COLOURS[int(self.np_random.integers(0, len(COLOURS)))]
+        if self.fixed_value is not None:
+            self.value = self.fixed_value
         self.turns = 0
         self.answer = None
         self.messages = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import torch
+
 from sopgym.trainers.episodes import Episode, EpisodeBuilder
 from sopgym.trainers.tokenizer import build_bpe_tokenizer
 

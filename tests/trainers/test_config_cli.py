@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from sopgym.trainers.cli import main
 from sopgym.trainers.config import apply_overrides, config_from_dict, load_config
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from sopgym.trainers.episodes import Episode, EpisodeBuilder, TemplatePrefixError, template_ids
 from sopgym.trainers.policy.hf import HFPolicy
 from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
@@ -69,6 +70,7 @@ def test_template_that_rewrites_history_is_reported():
 def test_real_domain_oracle_episode_is_prefix_consistent():
     sopgym = pytest.importorskip("sopgym")
     import gymnasium
+
     from sopgym.envs.policies import make_policy
 
     env_id = "sopgym/WarehouseReceiving-v0"

@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sopgym.trainers.advantages import ADVANTAGES, dr_grpo, grpo, normalise_components, passk, rloo, zero_variance
 from sopgym.trainers.episodes import Episode
 from sopgym.trainers.losses import (

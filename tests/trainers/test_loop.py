@@ -5,6 +5,7 @@ import signal
 
 import pytest
 import torch
+
 from sopgym.trainers.config import load_config
 from sopgym.trainers.loop import Killed, train
 from sopgym.trainers.rollout import TrainingNotAllowed

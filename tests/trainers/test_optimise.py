@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from sopgym.trainers import packing
 from sopgym.trainers.modeling import token_logprobs
 from sopgym.trainers.optimise import (

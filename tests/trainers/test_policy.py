@@ -6,6 +6,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 import torch
+
 from sopgym.trainers.policy.hf import HFPolicy, top_p_filter
 from sopgym.trainers.policy.openai_client import EndpointError, OpenAIChatPolicy, run_episodes, tool_calls_to_hermes
 from sopgym.trainers.rollout import group_spec_list

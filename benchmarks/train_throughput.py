@@ -38,7 +38,9 @@ def build_episodes(env_ids, per_domain, vocab):
         trajectories += collect_trajectories(pool, group_spec_list([env_id], "train", 0, per_domain, 1), default_oracle)
     tok = build_bpe_tokenizer(trajectory_texts(trajectories), vocab)
     rng = random.Random(0)
-    episodes = [episode_from_messages(tok, t["messages"], t["tools"], group_id=i) for i, t in enumerate(trajectories)]
+    episodes = [
+        episode_from_messages(tok, t["messages"], t["tools"], task_id=t["task_id"], group_id=i) for i, t in enumerate(trajectories)
+    ]
     for ep in episodes:
         ep.advantage = rng.uniform(-1, 1)
     rng.shuffle(episodes)
@@ -80,11 +82,12 @@ def main(argv=None):
     p.add_argument("--vocab", type=int, default=2048)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--row-tokens", type=int, nargs="*", default=None, help="packed row lengths (default: longest episode, 2x)")
+    p.add_argument("--row-tokens", type=int, nargs="*", default=None, help="packed row lengths (default: the longest episode)")
     p.add_argument("--rows-per-micro", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--rollout-prompts", type=int, default=8)
     p.add_argument("--rollout-tokens", type=int, default=32)
+    p.add_argument("--rollout-domain", default="WarehouseReceiving", help="domain whose prompts the rollout part uses")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
@@ -102,7 +105,7 @@ def main(argv=None):
     base = StepSettings(row_tokens=longest, rows_per_micro_batch=args.rows_per_micro, packed=False)
     pad_tps, pad_eff = train_throughput(model, episodes, base, "sdpa", args.repeats)
     print(f"padded   (1 episode/row, {args.rows_per_micro} rows/micro-batch): efficiency {pad_eff:.3f}  {pad_tps:,.0f} tokens/s  (baseline)")
-    for row in args.row_tokens or [longest, 2 * longest]:
+    for row in args.row_tokens or [longest]:
         s = StepSettings(row_tokens=row, rows_per_micro_batch=max(1, args.rows_per_micro * longest // row), packed=True)
         tps, eff = train_throughput(model, episodes, s, "sdpa", args.repeats)
         print(f"packed   (FFD rows of {row} tokens, SDPA block mask): efficiency {eff:.3f} ({eff / pad_eff:.2f}x)  "
@@ -111,20 +114,28 @@ def main(argv=None):
     # ---- rollout: batched KV-cached generation vs one prompt at a time ----
     model.eval()
     policy = HFPolicy(model, tok)
-    prompts = [ep.ids[: ep.loss_mask.index(1)] for ep in episodes[: args.rollout_prompts]]
+    # As in training: groups of `group` episodes share a prompt (same task, same seed); one domain.
+    group = 4
+    same_domain = [ep for ep in episodes if ep.task_id.startswith(args.rollout_domain)] or episodes
+    first_turns = [ep.ids[: ep.loss_mask.index(1)] for ep in same_domain]
+    prompts = [p for p in first_turns[: max(1, args.rollout_prompts // group)] for _ in range(group)]
     eos = tok.eos_token_id
     policy.stop_ids = set()  # fixed-length generation so both sides produce the same number of tokens
     t0 = time.perf_counter()
     for prompt in prompts:
         policy.generate([prompt], args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
     seq_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    policy.generate(prompts, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    bat_s = time.perf_counter() - t0
-    policy.stop_ids = {eos}
     n = len(prompts) * args.rollout_tokens
-    print(f"rollout  one at a time: {n / seq_s:,.1f} new tokens/s (baseline); batched x{len(prompts)}: "
-          f"{n / bat_s:,.1f} new tokens/s ({seq_s / bat_s:.2f}x)")
+    print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}) one at a time: "
+          f"{n / seq_s:,.1f} new tokens/s (baseline)")
+    for bucket in (False, True):
+        policy.bucket_by_length = bucket
+        t0 = time.perf_counter()
+        policy.generate(prompts, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        bat_s = time.perf_counter() - t0
+        label = "batched, equal-length buckets" if bucket else "batched, left-padded"
+        print(f"rollout  {label} x{len(prompts)}: {n / bat_s:,.1f} new tokens/s ({seq_s / bat_s:.2f}x)")
+    policy.stop_ids = {eos}
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def collect_trajectories(
                 messages.extend(dict(m) for m in info["messages"][seen + 1 :])
                 seen = len(info["messages"])
         success = bool((info.get("episode") or {}).get("success", reward >= 1.0))
-        out.append({"messages": messages, "tools": tools, "reward": reward, "success": success})
+        out.append({"messages": messages, "tools": tools, "reward": reward, "success": success, "task_id": str(info.get("task_id"))})
     return out
 
 

@@ -7,6 +7,7 @@ tool results as ``tool`` turns) so that the same episodes render the same way fo
 from __future__ import annotations
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TOOL_TAGS = ["<tool_call>", "</tool_call>"]
 
 CHAT_TEMPLATE = (
     "{% macro tool_block() %}{{ '# Tools\\n<tools>\\n' }}{% for tool in tools %}{{ tool | tojson }}{{ '\\n' }}"
@@ -24,10 +25,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_bpe_tokenizer(texts: list[str], vocab_size: int = 2048):
+def build_bpe_tokenizer(texts: list[str], vocab_size: int = 2048, atomic_tool_tags: bool = True):
     """Train a byte-level BPE on ``texts`` and wrap it as a ``PreTrainedTokenizerFast`` with ChatML.
 
     Needs no files or network. ``<|im_end|>`` is the end-of-turn (eos) token, ``<|endoftext|>`` pads.
+    With ``atomic_tool_tags`` (as in Qwen2.5's tokenizer) ``<tool_call>`` and ``</tool_call>`` are single
+    tokens: split into ``<``, ``tool``, ``_``, ``call``, a tiny model trained from scratch kept
+    continuing ``<tool_`` with the more frequent ``door`` of ``dock_door`` and never produced a valid call.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -37,7 +41,7 @@ def build_bpe_tokenizer(texts: list[str], vocab_size: int = 2048):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + (TOOL_TAGS if atomic_tool_tags else []),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

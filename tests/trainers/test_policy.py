@@ -34,8 +34,10 @@ def test_batched_greedy_equals_one_at_a_time():
         assert single.ids == b.ids
         assert max(abs(x - y) for x, y in zip(single.logps, b.logps)) < 1e-4
         assert len(b.ids) <= cap
-    dynamic = HFPolicy(model, tok, static_cache=False).generate(prompts, caps, temperature=0.0)
-    assert [s.ids for s in dynamic] == [b.ids for b in batched]
+    for kwargs in ({"static_cache": False}, {"bucket_by_length": False}, {"bucket_by_length": False, "static_cache": False}):
+        other = HFPolicy(model, tok, **kwargs).generate(prompts, caps, temperature=0.0)  # left-padded batch too
+        assert [s.ids for s in other] == [b.ids for b in batched], kwargs
+        assert max(abs(x - y) for s, b in zip(other, batched) for x, y in zip(s.logps, b.logps)) < 1e-4
 
 
 def test_sampling_is_reproducible_and_logps_match_the_model():

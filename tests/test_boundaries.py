@@ -25,6 +25,7 @@ def _imports(folder):
     ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "torch")),
     ("envs", ("torch", "transformers", "sopgym.trainers")),
     ("sopgym/evaluation", ("sopgym.envs.reward",)),
+    ("trainers", ("sopgym.sandboxes",)),
 ])
 def test_module_never_imports(folder, forbidden):
     bad = sorted((f, m) for f, m in _imports(folder) if any(m == x or m.startswith(x + ".") for x in forbidden))

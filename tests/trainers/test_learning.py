@@ -3,10 +3,13 @@
 The env is the test fake (not an authored domain): a tiny model trained from scratch on the authored
 domains does not reach a non-zero reward within a test's CPU budget (see docs/trainer.md). Here the
 demonstrator submits the wrong colour on half of the tasks, so the SFT policy is right about half the
-time; RL must unlearn the systematic mistake.
+time; RL must unlearn the systematic mistake. Two seeds: with 16 steps one sampling stream passed and
+another did not, so the test runs 24 steps and checks both.
 """
 
 import math
+
+import pytest
 
 from sopgym.trainers.config import load_config
 from sopgym.trainers.loop import train
@@ -14,10 +17,11 @@ from sopgym.trainers.loop import train
 from . import fake_env
 from .helpers import tiny_tokenizer
 
-STEPS, WINDOW, EPISODES_PER_STEP = 16, 4, 16
+STEPS, WINDOW, EPISODES_PER_STEP = 24, 6, 16
 
 
-def test_grpo_raises_reward_after_noisy_sft(tmp_path):
+@pytest.mark.parametrize("seed", [0, 1])
+def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
     tok_dir = tmp_path / "tok"
     tiny_tokenizer().save_pretrained(str(tok_dir))
     cfg = load_config(None, [
@@ -26,7 +30,7 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path):
         "rollout.max_new_tokens=40", "rollout.batch_size=4", "rollout.group_size=4", "optim.lr=3e-4",
         "optim.warmup_steps=3", "sft.num_episodes=64", "sft.epochs=20", "sft.lr=1e-2", "sft.batch_episodes=8",
         f"steps={STEPS}", "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false",
-        f"run_dir={tmp_path / 'run'}", "device=cpu", "seed=0",
+        f"run_dir={tmp_path / 'run'}", "device=cpu", f"seed={seed}",
     ])
     result = train(
         cfg,

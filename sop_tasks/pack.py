@@ -38,6 +38,7 @@ __all__ = [
     "SUBMIT_TOOL",
     "ToolError",
     "read_text",
+    "object_schema",
 ]
 
 SPLITS = ("train", "val", "test")
@@ -275,6 +276,19 @@ class DomainPack:
             return self.format_inputs(inputs)
         lines = [f"- {k}: {json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v}" for k, v in inputs.items()]
         return "Process this case according to the SOP.\n\nCase inputs:\n" + "\n".join(lines)
+
+
+def object_schema(properties: Mapping[str, Any] | None = None, /, *, required: Sequence[str] | None = None,
+                  **more: Any) -> dict[str, Any]:
+    """A tool's argument schema: an object with these properties, all required unless ``required``
+    says otherwise, and no other fields. Properties come as a dict or as keyword arguments.
+
+    >>> object_schema(claim_id={"type": "string"})["required"]
+    ['claim_id']
+    """
+    props = {**(properties or {}), **more}
+    return {"type": "object", "properties": props, "required": list(required) if required is not None else list(props),
+            "additionalProperties": False}
 
 
 def read_text(module_file: str, name: str = "sop.md") -> str:

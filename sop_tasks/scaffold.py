@@ -75,13 +75,13 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 DECISIONS = ("APPROVE_REPAIR", "APPROVE_REPLACE", "DENY_DAMAGE", "DENY_EXPIRED", "DENY_SELLER", "NO_FAULT_FOUND")
 
 
 def _tool(name, description, param, pattern, distractor=False):
-    schema = {"type": "object", "properties": {param: {"type": "string", "pattern": pattern}}, "required": [param]}
+    schema = object_schema({param: {"type": "string", "pattern": pattern}})
     return ToolSpec(name, description, schema, distractor=distractor, not_found=f"{{{param}}} not found")
 
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, Outcome, StatefulProgram, Tier, ToolResult, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 ACTIONS = ("TERMINATE", "SUSPEND", "WITHHOLD_PAYMENT", "WARN", "NO_ACTION")
 DEVICES = ("desktop", "mobile", "tablet", "ctv")
@@ -34,8 +34,6 @@ SQL_TIMEOUT_S = 5.0
 _EPOCH_2026 = 1767225600  # 2026-01-01T00:00:00Z
 
 
-def _obj(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 _pub = {"type": "string", "pattern": "^PUB-[0-9]{5}$"}
@@ -44,58 +42,58 @@ TOOLS = (
         "get_review_case",
         "IVT review case by case id: publisher id, contract id, partner, review window (Unix seconds, end exclusive) "
         "and the partner's own reported IVT figure.",
-        _obj(case_id={"type": "string", "pattern": "^IVT-[0-9]{6}$"}),
+        object_schema(case_id={"type": "string", "pattern": "^IVT-[0-9]{6}$"}),
         not_found="review case {case_id} not found",
     ),
     ToolSpec(
         "get_partner_contract",
         "Demand-partner contract by contract id: IVT thresholds, burst and latency limits, CTR ceilings per device type.",
-        _obj(contract_id={"type": "string", "pattern": "^AGR-[0-9]{4}$"}),
+        object_schema(contract_id={"type": "string", "pattern": "^AGR-[0-9]{4}$"}),
         not_found="contract {contract_id} not found",
     ),
     ToolSpec(
         "get_publisher_profile",
         "Publisher profile: name, tier, sign-up date and the id of its declared IP allow-list (or null).",
-        _obj(publisher_id=_pub),
+        object_schema(publisher_id=_pub),
         not_found="publisher {publisher_id} not found",
     ),
     ToolSpec(
         "get_ip_allowlist",
         "A publisher's declared IP allow-list by allow-list id: the ip_ranges range ids it declares as its own proxies.",
-        _obj(allowlist_id={"type": "string", "pattern": "^ALW-[0-9]{5}$"}),
+        object_schema(allowlist_id={"type": "string", "pattern": "^ALW-[0-9]{5}$"}),
         not_found="allow-list {allowlist_id} not found",
     ),
     ToolSpec(
         "get_enforcement_history",
         "Past enforcement actions against a publisher: date (YYYY-MM-DD), action and case id.",
-        _obj(publisher_id=_pub),
+        object_schema(publisher_id=_pub),
         not_found="publisher {publisher_id} not found",
     ),
     ToolSpec(
         "run_sql",
         "Run one read-only SQLite query against this case's impression/click logs (tables impressions, clicks, "
         "ip_ranges). Returns the result rows as a JSON list of lists. Writes fail.",
-        _obj(query={"type": "string", "minLength": 1, "maxLength": 6000}),
+        object_schema(query={"type": "string", "minLength": 1, "maxLength": 6000}),
         tier=Tier.VERIFIABLE,
     ),
     ToolSpec(
         "get_payout_statement",
         "A publisher's payout statement for a month (YYYY-MM).",
-        _obj(publisher_id=_pub, month={"type": "string", "pattern": r"^\d{4}-\d{2}$"}),
+        object_schema(publisher_id=_pub, month={"type": "string", "pattern": r"^\d{4}-\d{2}$"}),
         distractor=True,
         not_found="no payout statement for {publisher_id} in {month}",
     ),
     ToolSpec(
         "get_creative_review",
         "Creative approval record by creative id.",
-        _obj(creative_id={"type": "string", "pattern": "^CRV-[0-9]{6}$"}),
+        object_schema(creative_id={"type": "string", "pattern": "^CRV-[0-9]{6}$"}),
         distractor=True,
         not_found="creative {creative_id} not found",
     ),
     ToolSpec(
         "get_geo_report",
         "Share of a publisher's impressions by country over the last 30 days.",
-        _obj(publisher_id=_pub),
+        object_schema(publisher_id=_pub),
         distractor=True,
         not_found="no geo report for {publisher_id}",
     ),

@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, StatefulProgram, Tier, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 DECISIONS = ("APPROVE", "APPROVE_WITH_MONITORING", "ENHANCED_DUE_DILIGENCE", "REJECT")
 TIERS = ("LOW", "MEDIUM", "HIGH", "CRITICAL")
@@ -34,8 +34,6 @@ _subject = {"type": "string", "pattern": "^(ENT|PRS)-[0-9]{6}$"}
 _ent_id = {"type": "string", "pattern": "^ENT-[0-9]{6}$"}
 
 
-def _obj(props: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": required or list(props), "additionalProperties": False}
 
 
 TOOLS = (
@@ -43,14 +41,14 @@ TOOLS = (
         "get_application",
         "Onboarding application by id: declared legal name, registration number, jurisdiction, submission "
         "date, website, industry code and the applicant's own declarations.",
-        _obj({"application_id": _app_id}),
+        object_schema({"application_id": _app_id}),
         not_found="application {application_id} not found",
     ),
     ToolSpec(
         "lookup_company_registry",
         "Official company-registry record by jurisdiction (ISO country code) and registration number: "
         "registry status, registered name, incorporation date and registry entity id.",
-        _obj({
+        object_schema({
             "jurisdiction": {"type": "string", "enum": list(JURISDICTIONS)},
             "registration_number": {"type": "string", "pattern": "^[A-Z0-9]{8,12}$"},
         }),
@@ -60,34 +58,34 @@ TOOLS = (
         "get_ownership_filing",
         "Beneficial-ownership filing of a registry entity (ENT-...): every listed owner with owner id, "
         "name, owner type (individual or company) and ownership percent.",
-        _obj({"entity_id": _ent_id}),
+        object_schema({"entity_id": _ent_id}),
         not_found="no ownership filing for entity {entity_id}",
     ),
     ToolSpec(
         "screen_sanctions",
         "Screen one subject (ENT-... or PRS-... id) against the consolidated sanctions lists; returns the hits "
         "with list name, matched name and match score (0-100).",
-        _obj({"subject_id": _subject}),
+        object_schema({"subject_id": _subject}),
         not_found="subject {subject_id} is not in the screening index",
     ),
     ToolSpec(
         "get_credit_report",
         "Commercial credit report by registration number: credit score and payment delays.",
-        _obj({"registration_number": {"type": "string", "pattern": "^[A-Z0-9]{8,12}$"}}),
+        object_schema({"registration_number": {"type": "string", "pattern": "^[A-Z0-9]{8,12}$"}}),
         distractor=True,
         not_found="no credit report for {registration_number}",
     ),
     ToolSpec(
         "get_web_presence",
         "Web presence summary of a domain name: age of the domain, traffic rank, TLS status.",
-        _obj({"domain": {"type": "string", "minLength": 3, "maxLength": 100}}),
+        object_schema({"domain": {"type": "string", "minLength": 3, "maxLength": 100}}),
         distractor=True,
         not_found="no web presence data for {domain}",
     ),
     ToolSpec(
         "get_industry_profile",
         "Industry profile by 4-digit industry code: description and typical chargeback rate.",
-        _obj({"industry_code": {"type": "string", "pattern": "^[0-9]{4}$"}}),
+        object_schema({"industry_code": {"type": "string", "pattern": "^[0-9]{4}$"}}),
         distractor=True,
         not_found="unknown industry code {industry_code}",
     ),
@@ -95,14 +93,14 @@ TOOLS = (
         "open_case",
         "Open the verification case for an application id (one case per application; returns the existing "
         "case if one is open). Returns the case id.",
-        _obj({"application_id": _app_id}),
+        object_schema({"application_id": _app_id}),
         tier=Tier.STATEFUL, writes=True,
     ),
     ToolSpec(
         "attach_finding",
         "Attach one finding to a case: check type, subject id (ENT-... or PRS-...) and result. Findings are "
         "final and unique per (check, subject).",
-        _obj({
+        object_schema({
             "case_id": _case_id,
             "check": {"type": "string", "enum": list(CHECKS)},
             "subject_id": _subject,
@@ -113,19 +111,19 @@ TOOLS = (
     ToolSpec(
         "get_case",
         "Read a case: its findings, the risk score and risk tier the case system derives, status and decision.",
-        _obj({"case_id": _case_id}),
+        object_schema({"case_id": _case_id}),
         tier=Tier.STATEFUL,
     ),
     ToolSpec(
         "record_decision",
         "Record the onboarding decision on a case (final; needs a REGISTRY finding).",
-        _obj({"case_id": _case_id, "decision": {"type": "string", "enum": list(DECISIONS)}}),
+        object_schema({"case_id": _case_id, "decision": {"type": "string", "enum": list(DECISIONS)}}),
         tier=Tier.STATEFUL, writes=True,
     ),
     ToolSpec(
         "add_case_note",
         "Add a free-text note to a case (notes are not findings).",
-        _obj({"case_id": _case_id, "text": {"type": "string", "minLength": 1, "maxLength": 500}}),
+        object_schema({"case_id": _case_id, "text": {"type": "string", "minLength": 1, "maxLength": 500}}),
         tier=Tier.STATEFUL, writes=True, distractor=True,
     ),
 )

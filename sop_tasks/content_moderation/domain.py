@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 ACTIONS = ("NO_ACTION", "LABEL", "REMOVE_WITH_STRIKE", "SUSPEND", "BAN")
 #: code -> (title, severity, strike weight, newsworthiness exception allowed)
@@ -39,61 +39,59 @@ _pst = {"type": "string", "pattern": "^PST-[0-9]{9}$"}
 _usr = {"type": "string", "pattern": "^USR-[0-9]{7}$"}
 
 
-def _obj(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 TOOLS = (
     ToolSpec(
         "get_report",
         "A user report: reported post id, report date, reporter id, reporter's chosen category, duplicate count.",
-        _obj({"report_id": _rpt}),
+        object_schema({"report_id": _rpt}),
         not_found="report {report_id} not found",
     ),
     ToolSpec(
         "get_post",
         "A post: author id, language, excerpt, classifier policy signals (policy code, confidence) and a legacy "
         "auto-action suggestion.",
-        _obj({"post_id": _pst}),
+        object_schema({"post_id": _pst}),
         not_found="post {post_id} not found",
     ),
     ToolSpec(
         "get_policy",
         "Current policy record for a policy code: violation threshold, severity, strike weight, whether the "
         "newsworthiness exception may apply.",
-        _obj({"policy_code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]$"}}),
+        object_schema({"policy_code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]$"}}),
         not_found="no policy with code {policy_code}",
     ),
     ToolSpec(
         "get_author_profile",
         "Author profile: account type, verified flag, account age, follower count, strike record id.",
-        _obj({"user_id": _usr}),
+        object_schema({"user_id": _usr}),
         not_found="user {user_id} not found",
     ),
     ToolSpec(
         "get_strike_record",
         "Enforcement history by strike record id: strikes with policy, points, issue and expiry dates, status.",
-        _obj({"strike_record_id": {"type": "string", "pattern": "^SR-[0-9]{6}$"}}),
+        object_schema({"strike_record_id": {"type": "string", "pattern": "^SR-[0-9]{6}$"}}),
         not_found="strike record {strike_record_id} not found",
     ),
     ToolSpec(
         "get_reporter_profile",
         "Profile of the user who filed a report: report accuracy, reports filed.",
-        _obj({"user_id": _usr}),
+        object_schema({"user_id": _usr}),
         distractor=True,
         not_found="user {user_id} not found",
     ),
     ToolSpec(
         "get_post_engagement",
         "Views, shares and comments of a post.",
-        _obj({"post_id": _pst}),
+        object_schema({"post_id": _pst}),
         distractor=True,
         not_found="post {post_id} not found",
     ),
     ToolSpec(
         "translate_post",
         "Machine translation of a post's excerpt.",
-        _obj({"post_id": _pst, "target_language": {"type": "string", "enum": ["en", "es", "fr", "de"]}}),
+        object_schema({"post_id": _pst, "target_language": {"type": "string", "enum": ["en", "es", "fr", "de"]}}),
         distractor=True,
         not_found="post {post_id} not found",
     ),

@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import StatefulProgram, Tier, ToolSpec
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 RESOLUTIONS = ("REFERRED_BILLING", "OUTAGE_LINKED", "RESOLVED_REMOTE", "ESCALATED", "NO_FAULT_FOUND")
 PRIORITIES = ("P1", "P2", "P3", "P4")
@@ -44,8 +44,6 @@ _service = {"type": "string", "minLength": 1, "description": "a service_id from 
 _ticket = {"type": "string", "minLength": 1, "description": "a ticket_id returned by open_ticket"}
 
 
-def _obj(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 def _spec(
@@ -58,7 +56,7 @@ TOOLS = (
     _spec(
         "authenticate",
         "Verify a customer with the verification code from the contact. Returns a session_token.",
-        _obj(
+        object_schema(
             customer_id={"type": "string", "pattern": "^CUS-[0-9]{6}$"},
             verification_code={"type": "string", "pattern": "^[0-9]{6}$"},
         ),
@@ -67,39 +65,39 @@ TOOLS = (
         "get_account",
         "The authenticated customer's account: segment, priority_care, account_status, "
         "region_code, balance due and services (service_id, type, technology, plan_speed_mbps).",
-        _obj(session_token=_token),
+        object_schema(session_token=_token),
     ),
     _spec(
         "check_outage",
         "Known network outages recorded for a region code (any status, any technology).",
-        _obj(region_code={"type": "string", "pattern": "^RG-[0-9]{2}$"}),
+        object_schema(region_code={"type": "string", "pattern": "^RG-[0-9]{2}$"}),
     ),
     _spec(
         "run_line_test",
         "Run a line test on a broadband service: port_state, sync, downstream_mbps, packet_loss_pct, snr_db.",
-        _obj(session_token=_token, service_id=_service),
+        object_schema(session_token=_token, service_id=_service),
     ),
     _spec(
         "reset_port",
         "Remotely reset the network port of a broadband service (only when errored).",
-        _obj(session_token=_token, service_id=_service),
+        object_schema(session_token=_token, service_id=_service),
         writes=True,
     ),
     _spec(
         "get_ticket_history",
         "Earlier tickets of a service: ticket_id, category, days_ago.",
-        _obj(session_token=_token, service_id=_service),
+        object_schema(session_token=_token, service_id=_service),
     ),
     _spec(
         "open_ticket",
         "Open a ticket for a service with a category. Returns the ticket_id.",
-        _obj(session_token=_token, service_id=_service, category={"type": "string", "enum": list(CATEGORIES)}),
+        object_schema(session_token=_token, service_id=_service, category={"type": "string", "enum": list(CATEGORIES)}),
         writes=True,
     ),
     _spec(
         "add_findings",
         "Attach finding codes to an open ticket (all or nothing).",
-        _obj(
+        object_schema(
             session_token=_token,
             ticket_id=_ticket,
             codes={"type": "array", "items": {"type": "string", "enum": list(FINDINGS)}, "minItems": 1},
@@ -109,18 +107,18 @@ TOOLS = (
     _spec(
         "get_ticket",
         "Read a ticket: status, findings, the computed priority and sla_hours, escalation tier, resolution.",
-        _obj(session_token=_token, ticket_id=_ticket),
+        object_schema(session_token=_token, ticket_id=_ticket),
     ),
     _spec(
         "escalate_ticket",
         "Escalate an open ticket that has findings to a support tier.",
-        _obj(session_token=_token, ticket_id=_ticket, tier={"type": "string", "enum": list(TIERS[1:])}),
+        object_schema(session_token=_token, ticket_id=_ticket, tier={"type": "string", "enum": list(TIERS[1:])}),
         writes=True,
     ),
     _spec(
         "close_ticket",
         "Close an open ticket with a resolution.",
-        _obj(
+        object_schema(
             session_token=_token,
             ticket_id=_ticket,
             resolution={"type": "string", "enum": ["RESOLVED_REMOTE", "NO_FAULT_FOUND"]},
@@ -130,19 +128,19 @@ TOOLS = (
     _spec(
         "get_billing_summary",
         "The customer's recent invoices and whether they were paid.",
-        _obj(session_token=_token),
+        object_schema(session_token=_token),
         distractor=True,
     ),
     _spec(
         "list_plan_offers",
         "Broadband plan upgrade offers currently available.",
-        _obj(session_token=_token),
+        object_schema(session_token=_token),
         distractor=True,
     ),
     _spec(
         "update_contact_preferences",
         "Change the customer's preferred contact channel.",
-        _obj(session_token=_token, channel={"type": "string", "enum": ["phone", "email", "sms", "chat"]}),
+        object_schema(session_token=_token, channel={"type": "string", "enum": ["phone", "email", "sms", "chat"]}),
         writes=True,
         distractor=True,
     ),

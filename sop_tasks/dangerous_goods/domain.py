@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 DECISIONS = (
     "ACCEPT",
@@ -87,8 +87,6 @@ def segregation(a: str, b: str) -> str:
     return "separate" if pair in _SEPARATE else "compatible"
 
 
-def _obj(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 _un = {"type": "string", "pattern": "^UN[0-9]{4}$"}
@@ -98,46 +96,46 @@ TOOLS = (
         "get_consignment",
         "Shipper's declaration: packages (package id, UN number, net quantity and unit, packaging code, gross "
         "weight, shipper's declared class), aircraft type booked, shipper id, flight.",
-        _obj({"consignment_id": {"type": "string", "pattern": "^DG-[0-9]{7}$"}}),
+        object_schema({"consignment_id": {"type": "string", "pattern": "^DG-[0-9]{7}$"}}),
         not_found="consignment {consignment_id} not found",
     ),
     ToolSpec(
         "lookup_un_number",
         "UN record: proper shipping name, primary class, subsidiary risk, packing group, forbidden flag, "
         "passenger-aircraft and cargo-aircraft packing instruction ids.",
-        _obj({"un_number": _un}),
+        object_schema({"un_number": _un}),
         not_found="no entry for {un_number} in the dangerous goods list",
     ),
     ToolSpec(
         "get_packing_instruction",
         "Packing instruction by id (e.g. P353, C364): maximum net quantity per package and unit, allowed packaging codes.",
-        _obj({"pi_id": {"type": "string", "pattern": "^[PC][0-9]{3}$"}}),
+        object_schema({"pi_id": {"type": "string", "pattern": "^[PC][0-9]{3}$"}}),
         not_found="packing instruction {pi_id} not found",
     ),
     ToolSpec(
         "get_segregation_rule",
         "Segregation rule between two hazard classes: compatible, separate or incompatible.",
-        _obj({"class_a": _cls, "class_b": _cls}),
+        object_schema({"class_a": _cls, "class_b": _cls}),
         not_found="no segregation entry for classes {class_a} and {class_b}",
     ),
     ToolSpec(
         "get_shipper_profile",
         "Shipper's account: known-shipper status, dangerous-goods training certificate expiry.",
-        _obj({"shipper_id": {"type": "string", "pattern": "^SHP-[0-9]{5}$"}}),
+        object_schema({"shipper_id": {"type": "string", "pattern": "^SHP-[0-9]{5}$"}}),
         distractor=True,
         not_found="shipper {shipper_id} not found",
     ),
     ToolSpec(
         "get_flight_load_plan",
         "Load plan of a flight: aircraft registration, positions, planned dangerous-goods load (kg).",
-        _obj({"flight_number": {"type": "string", "pattern": "^[A-Z0-9]{2}[0-9]{3,4}$"}}),
+        object_schema({"flight_number": {"type": "string", "pattern": "^[A-Z0-9]{2}[0-9]{3,4}$"}}),
         distractor=True,
         not_found="no load plan for flight {flight_number}",
     ),
     ToolSpec(
         "get_emergency_response_code",
         "Emergency response drill code for a UN number (for the NOTOC, not for acceptance).",
-        _obj({"un_number": _un}),
+        object_schema({"un_number": _un}),
         distractor=True,
         not_found="no emergency response code for {un_number}",
     ),

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, Outcome, Tier, ToolResult, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 VERDICTS = ("ACCEPT", "ACCEPT_WITH_FEEDBACK", "REWORK", "REJECT")
 LABELS = ("car", "truck", "bus", "pedestrian", "cyclist", "traffic_light", "traffic_sign")
@@ -31,8 +31,6 @@ WIDTH, HEIGHT = 1920, 1080
 PYTHON_TIMEOUT_S = 10.0
 
 
-def _obj(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 _batch = {"type": "string", "pattern": "^BAT-[0-9]{6}$"}
@@ -42,58 +40,58 @@ TOOLS = (
     ToolSpec(
         "get_qc_ticket",
         "QC ticket by ticket id: batch id, project id, annotator id, clip id and the annotator's self-reported confidence.",
-        _obj(ticket_id={"type": "string", "pattern": "^QC-[0-9]{6}$"}),
+        object_schema(ticket_id={"type": "string", "pattern": "^QC-[0-9]{6}$"}),
         not_found="QC ticket {ticket_id} not found",
     ),
     ToolSpec(
         "get_qc_spec",
         "A project's QC specification: IoU match threshold, minimum box area, ignored labels and verdict thresholds.",
-        _obj(project_id={"type": "string", "pattern": "^PRJ-[A-Z]{2}[0-9]{2}$"}),
+        object_schema(project_id={"type": "string", "pattern": "^PRJ-[A-Z]{2}[0-9]{2}$"}),
         not_found="project {project_id} not found",
     ),
     ToolSpec(
         "get_annotator_boxes",
         "The annotator's boxes of a batch, per sampled frame: box_id, label, box [x1, y1, x2, y2] in pixels.",
-        _obj(batch_id=_batch),
+        object_schema(batch_id=_batch),
         not_found="batch {batch_id} not found",
     ),
     ToolSpec(
         "get_reference_boxes",
         "The reviewer's reference boxes of a batch, per sampled frame: box_id, label, box [x1, y1, x2, y2] in pixels.",
-        _obj(batch_id=_batch),
+        object_schema(batch_id=_batch),
         not_found="no reference review for batch {batch_id}",
     ),
     ToolSpec(
         "get_annotator_record",
         "Annotator record: status (active or probation), batches delivered, start date.",
-        _obj(annotator_id=_annotator),
+        object_schema(annotator_id=_annotator),
         not_found="annotator {annotator_id} not found",
     ),
     ToolSpec(
         "run_python",
         "Run a short Python 3 program in the QC sandbox (no network, no files, standard library only) and return its "
         "stdout. Print the results you need.",
-        _obj(code={"type": "string", "minLength": 1, "maxLength": 20000}),
+        object_schema(code={"type": "string", "minLength": 1, "maxLength": 20000}),
         tier=Tier.VERIFIABLE,
     ),
     ToolSpec(
         "get_vehicle_telemetry",
         "Speed and steering telemetry summary of a recorded clip.",
-        _obj(clip_id=_clip),
+        object_schema(clip_id=_clip),
         distractor=True,
         not_found="clip {clip_id} not found",
     ),
     ToolSpec(
         "get_weather_tag",
         "Weather and lighting tags of a recorded clip.",
-        _obj(clip_id=_clip),
+        object_schema(clip_id=_clip),
         distractor=True,
         not_found="clip {clip_id} not found",
     ),
     ToolSpec(
         "get_annotator_payroll",
         "Payroll summary of an annotator for the current month.",
-        _obj(annotator_id=_annotator),
+        object_schema(annotator_id=_annotator),
         distractor=True,
         not_found="annotator {annotator_id} not found",
     ),

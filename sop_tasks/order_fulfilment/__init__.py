@@ -19,7 +19,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, StatefulProgram, Tier, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 DECISIONS = ("SHIP_SINGLE", "SHIP_SPLIT", "PARTIAL_SHIP", "BACKORDER", "HOLD")
 REGIONS = ("NORTHEAST", "SOUTHEAST", "MIDWEST", "SOUTHWEST", "WEST")
@@ -31,8 +31,6 @@ _sku = {"type": "string", "pattern": "^SKU-[0-9]{5}$"}
 _fc = {"type": "string", "pattern": "^FC-[A-Z]{3}[0-9]$"}
 
 
-def _obj(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 TOOLS = (
@@ -40,44 +38,44 @@ TOOLS = (
         "get_order",
         "Order by id: customer id, payment id, destination region, service level, and the lines (line number, "
         "SKU, quantity, hazmat flag), plus any customer note.",
-        _obj({"order_id": _order_id}),
+        object_schema({"order_id": _order_id}),
         not_found="order {order_id} not found",
     ),
     ToolSpec(
         "get_customer_account",
         "Customer account by id: account status and whether partial shipments are accepted.",
-        _obj({"customer_id": {"type": "string", "pattern": "^CUS-[0-9]{5}$"}}),
+        object_schema({"customer_id": {"type": "string", "pattern": "^CUS-[0-9]{5}$"}}),
         not_found="customer {customer_id} not found",
     ),
     ToolSpec(
         "get_payment_authorization",
         "Payment authorisation by payment id: status (authorized, declined, pending_review) and amount.",
-        _obj({"payment_id": {"type": "string", "pattern": "^PAY-[0-9]{8}$"}}),
+        object_schema({"payment_id": {"type": "string", "pattern": "^PAY-[0-9]{8}$"}}),
         not_found="payment {payment_id} not found",
     ),
     ToolSpec(
         "list_fulfilment_centres",
         "Fulfilment centres serving a destination region: rank (1 = best), transit days and hazmat certification.",
-        _obj({"region": {"type": "string", "enum": list(REGIONS)}}),
+        object_schema({"region": {"type": "string", "enum": list(REGIONS)}}),
     ),
     ToolSpec(
         "get_carrier_rates",
         "Carrier rate card for a region and service level.",
-        _obj({"region": {"type": "string", "enum": list(REGIONS)},
+        object_schema({"region": {"type": "string", "enum": list(REGIONS)},
               "service_level": {"type": "string", "enum": ["standard", "express"]}}),
         distractor=True,
     ),
     ToolSpec(
         "get_sku_promotions",
         "Active promotions for a SKU.",
-        _obj({"sku": _sku}),
+        object_schema({"sku": _sku}),
         distractor=True,
         not_found="no promotions recorded for {sku}",
     ),
     ToolSpec(
         "get_fc_staffing",
         "Staffing level and pick backlog of a fulfilment centre today.",
-        _obj({"warehouse_id": _fc}),
+        object_schema({"warehouse_id": _fc}),
         distractor=True,
         not_found="no staffing data for {warehouse_id}",
     ),
@@ -85,34 +83,34 @@ TOOLS = (
         "check_availability",
         "Current stock of a SKU in every fulfilment centre that stocks it: on hand, reserved (all orders) and "
         "available. Reflects every reservation made so far.",
-        _obj({"sku": _sku}),
+        object_schema({"sku": _sku}),
         tier=Tier.STATEFUL,
     ),
     ToolSpec(
         "reserve_stock",
         "Reserve units of one order line at one fulfilment centre. Fails, reserving nothing, if the quantity "
         "exceeds what is available there or what the line still needs. Returns the reservation id.",
-        _obj({"order_id": _order_id, "line_no": {"type": "integer", "minimum": 1, "maximum": 20},
+        object_schema({"order_id": _order_id, "line_no": {"type": "integer", "minimum": 1, "maximum": 20},
               "warehouse_id": _fc, "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}}),
         tier=Tier.STATEFUL, writes=True,
     ),
     ToolSpec(
         "release_reservation",
         "Release an active reservation by id (its units become available again).",
-        _obj({"reservation_id": {"type": "string", "pattern": "^RSV-[0-9]{6}$"}}),
+        object_schema({"reservation_id": {"type": "string", "pattern": "^RSV-[0-9]{6}$"}}),
         tier=Tier.STATEFUL, writes=True,
     ),
     ToolSpec(
         "get_order_reservations",
         "Reservation summary of an order: active reservations, reserved quantity per line, number of shipments "
         "(distinct fulfilment centres) and order status.",
-        _obj({"order_id": _order_id}),
+        object_schema({"order_id": _order_id}),
         tier=Tier.STATEFUL,
     ),
     ToolSpec(
         "set_order_status",
         "Record the order's fulfilment status (once).",
-        _obj({"order_id": _order_id, "status": {"type": "string", "enum": list(DECISIONS)}}),
+        object_schema({"order_id": _order_id, "status": {"type": "string", "enum": list(DECISIONS)}}),
         tier=Tier.STATEFUL, writes=True,
     ),
 )

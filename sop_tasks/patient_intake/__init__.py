@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 DISPOSITIONS = ("ED_TRANSFER", "SELF_PAY", "REFERRAL_HOLD", "PHARMACIST_HOLD", "PROCEED")
 
@@ -65,96 +65,94 @@ _patient = {"type": "string", "pattern": "^PT-[0-9]{6}$"}
 _date = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
 
 
-def _obj(**props: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 TOOLS = (
     ToolSpec(
         "get_appointment",
         "Booked appointment by id: patient id, clinic code, visit date, appointment type and attached referral id (or null).",
-        _obj(appointment_id=_appt),
+        object_schema(appointment_id=_appt),
         not_found="appointment {appointment_id} not found",
     ),
     ToolSpec(
         "get_patient",
         "Registered patient record: name, date of birth (YYYY-MM-DD), sex and the insurance member id on file.",
-        _obj(patient_id=_patient),
+        object_schema(patient_id=_patient),
         not_found="patient {patient_id} not found",
     ),
     ToolSpec(
         "get_intake_vitals",
         "Vitals recorded by the intake nurse for an appointment: heart rate, systolic BP, SpO2 (%), "
         "temperature (degrees C), respiratory rate and pain score (0-10).",
-        _obj(appointment_id=_appt),
+        object_schema(appointment_id=_appt),
         not_found="no intake vitals recorded for {appointment_id}",
     ),
     ToolSpec(
         "get_symptom_screen",
         "Nurse symptom screen for an appointment: chest pain, stroke signs, cough, rash, vomiting (booleans).",
-        _obj(appointment_id=_appt),
+        object_schema(appointment_id=_appt),
         not_found="no symptom screen recorded for {appointment_id}",
     ),
     ToolSpec(
         "check_eligibility",
         "Insurance eligibility for a member id: coverage status, coverage end date (or null) and plan id.",
-        _obj(member_id={"type": "string", "pattern": "^MBR-[0-9]{8}$"}),
+        object_schema(member_id={"type": "string", "pattern": "^MBR-[0-9]{8}$"}),
         not_found="no eligibility record for member {member_id}",
     ),
     ToolSpec(
         "get_health_plan",
         "Health plan by plan id: plan type, whether specialist care needs a referral, and the office copay.",
-        _obj(plan_id={"type": "string", "pattern": "^PLN-[A-Z]{3}[0-9]{2}$"}),
+        object_schema(plan_id={"type": "string", "pattern": "^PLN-[A-Z]{3}[0-9]{2}$"}),
         not_found="health plan {plan_id} not found",
     ),
     ToolSpec(
         "get_clinic",
         "Clinic by clinic code: name, specialty and service line (primary or specialist).",
-        _obj(clinic_code={"type": "string", "pattern": "^CLN-[A-Z]{4}$"}),
+        object_schema(clinic_code={"type": "string", "pattern": "^CLN-[A-Z]{4}$"}),
         not_found="clinic {clinic_code} not found",
     ),
     ToolSpec(
         "get_referral",
         "Referral by referral id: status, specialty, valid-until date, visits authorised and visits used.",
-        _obj(referral_id={"type": "string", "pattern": "^REF-[0-9]{6}$"}),
+        object_schema(referral_id={"type": "string", "pattern": "^REF-[0-9]{6}$"}),
         not_found="referral {referral_id} not found",
     ),
     ToolSpec(
         "get_allergies",
         "Recorded allergies of a patient: allergen code, allergen name, reaction and severity (mild, moderate, severe).",
-        _obj(patient_id=_patient),
+        object_schema(patient_id=_patient),
         not_found="patient {patient_id} not found",
     ),
     ToolSpec(
         "get_active_medications",
         "Active medications of a patient: drug name, drug class, dose.",
-        _obj(patient_id=_patient),
+        object_schema(patient_id=_patient),
         not_found="patient {patient_id} not found",
     ),
     ToolSpec(
         "lookup_allergen",
         "Allergen reference entry for an allergen code: the drug classes that cross-react with it.",
-        _obj(allergen_code={"type": "string", "pattern": "^ALG-[0-9]{5}$"}),
+        object_schema(allergen_code={"type": "string", "pattern": "^ALG-[0-9]{5}$"}),
         not_found="allergen code {allergen_code} not in the reference",
     ),
     ToolSpec(
         "get_parking_validation",
         "Parking validation status for an appointment.",
-        _obj(appointment_id=_appt),
+        object_schema(appointment_id=_appt),
         distractor=True,
         not_found="no parking record for {appointment_id}",
     ),
     ToolSpec(
         "get_provider_schedule",
         "A clinic's provider schedule for a date.",
-        _obj(clinic_code={"type": "string", "pattern": "^CLN-[A-Z]{4}$"}, date=_date),
+        object_schema(clinic_code={"type": "string", "pattern": "^CLN-[A-Z]{4}$"}, date=_date),
         distractor=True,
         not_found="no schedule for {clinic_code} on {date}",
     ),
     ToolSpec(
         "get_billing_balance",
         "Outstanding billing balance of a patient.",
-        _obj(patient_id=_patient),
+        object_schema(patient_id=_patient),
         distractor=True,
         not_found="patient {patient_id} not found",
     ),

@@ -17,7 +17,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import ERROR_KEY, ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, read_text
+from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 QUEUES = ("SELLER_PAYMENTS", "CATALOG_LISTINGS", "ORDER_SUPPORT", "ACCOUNT_HEALTH", "TRUST_SAFETY",
           "LEGAL_ESCALATIONS", "GENERAL_INBOX")
@@ -43,8 +43,6 @@ _order_id = {"type": "string", "pattern": "^[0-9]{3}-[0-9]{7}-[0-9]{7}$"}
 _seller_id = {"type": "string", "pattern": "^SLR-[A-Z0-9]{8}$"}
 
 
-def _obj(props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
 TOOLS = (
@@ -52,58 +50,58 @@ TOOLS = (
         "get_email",
         "Inbound email by id: sender address, receiving mailbox, subject, body, contact-form topic, quoted "
         "order ids and a model-suggested queue.",
-        _obj({"email_id": {"type": "string", "pattern": "^EM-[0-9]{8}$"}}),
+        object_schema({"email_id": {"type": "string", "pattern": "^EM-[0-9]{8}$"}}),
         not_found="email {email_id} not found",
     ),
     ToolSpec(
         "lookup_seller_by_email",
         "Seller directory: the seller id registered under an email address.",
-        _obj({"email_address": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+$"}}),
+        object_schema({"email_address": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+$"}}),
         not_found="no seller is registered under {email_address}",
     ),
     ToolSpec(
         "get_seller_account",
         "Seller account by seller id: status (active, at_risk, suspended), tier (standard, professional, "
         "strategic), marketplace and registration date.",
-        _obj({"seller_id": _seller_id}),
+        object_schema({"seller_id": _seller_id}),
         not_found="seller {seller_id} not found",
     ),
     ToolSpec(
         "get_seller_metrics",
         "Seller performance metrics by seller id: order defect rate, late shipment rate, cancellation rate "
         "(percent, last 60 days).",
-        _obj({"seller_id": _seller_id}),
+        object_schema({"seller_id": _seller_id}),
         not_found="no metrics for seller {seller_id}",
     ),
     ToolSpec(
         "get_order",
         "Order by order id: owning seller id, status, order total and currency, and whether a buyer dispute is open.",
-        _obj({"order_id": _order_id}),
+        object_schema({"order_id": _order_id}),
         not_found="order {order_id} not found",
     ),
     ToolSpec(
         "get_routing_table",
         "Routing table of a seller-support mailbox: one row per topic with queue and base priority.",
-        _obj({"mailbox": {"type": "string", "enum": list(MAILBOXES)}}),
+        object_schema({"mailbox": {"type": "string", "enum": list(MAILBOXES)}}),
     ),
     ToolSpec(
         "get_listing_count",
         "Number of active listings of a seller.",
-        _obj({"seller_id": _seller_id}),
+        object_schema({"seller_id": _seller_id}),
         distractor=True,
         not_found="seller {seller_id} not found",
     ),
     ToolSpec(
         "translate_text",
         "Machine-translate a text to English.",
-        _obj({"text": {"type": "string", "minLength": 1, "maxLength": 4000}}),
+        object_schema({"text": {"type": "string", "minLength": 1, "maxLength": 4000}}),
         distractor=True,
         not_found="translation service has no result for this text",
     ),
     ToolSpec(
         "get_holiday_calendar",
         "Public holidays of a country (ISO code) this month.",
-        _obj({"country": {"type": "string", "pattern": "^[A-Z]{2}$"}}),
+        object_schema({"country": {"type": "string", "pattern": "^[A-Z]{2}$"}}),
         distractor=True,
         not_found="no holiday calendar for {country}",
     ),

@@ -42,6 +42,9 @@ _OUTCOME_STATUS = {
 }
 
 
+_TRUNCATION_STATUS = {"max_turns": Status.TRUNCATED_MAX_TURNS, "context_budget": Status.TRUNCATED_BUDGET}
+
+
 def default_max_turns(human_steps: int) -> int:
     return math.ceil(1.5 * human_steps)
 
@@ -184,10 +187,7 @@ class SOPEnv(gym.Env):
             elif self.max_context is not None and self._context_used > self.max_context:
                 truncation_cause = "context_budget"
         truncated = truncation_cause is not None
-        step_status = {
-            "max_turns": Status.TRUNCATED_MAX_TURNS,
-            "context_budget": Status.TRUNCATED_BUDGET,
-        }.get(truncation_cause, status)
+        step_status = _TRUNCATION_STATUS.get(truncation_cause, status)
 
         components = self._shaping(status)
         reward = sum(components.values())
@@ -310,6 +310,8 @@ class SOPEnv(gym.Env):
 
     def _shaping(self, status: Status) -> dict[str, float]:
         comps: dict[str, float] = {}
+        if not (self.reward_config.turn_cost or self.reward_config.invalid_action_penalty):
+            return comps
         if self.reward_config.turn_cost:
             comps["shaping/turn_cost"] = -self.reward_config.turn_cost
         if self.reward_config.invalid_action_penalty:

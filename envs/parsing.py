@@ -27,7 +27,7 @@ _CALL_KEYS = frozenset({"name", "arguments", "parameters", "id", "type"})
 _FENCE_RE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ParsedCall:
     name: str | None
     arguments: Any  # decoded JSON (validated later against the tool's schema)
@@ -35,7 +35,7 @@ class ParsedCall:
     raw: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ParsedReply:
     content: str  # the reply's text (for the assistant message)
     calls: list[ParsedCall] = field(default_factory=list)

@@ -37,4 +37,6 @@ _RANK = {s: i for i, s in enumerate(_SEVERITY)}
 
 
 def worst(statuses: list[Status]) -> Status:
+    if len(statuses) == 1:
+        return statuses[0]
     return min(statuses, key=_RANK.__getitem__) if statuses else Status.NO_TOOL_CALL

@@ -183,7 +183,78 @@ def validate(arguments: Any, schema: Mapping[str, Any]) -> dict[str, Any]:
     """
     if not isinstance(arguments, dict):
         raise SchemaError(f"arguments: expected a JSON object, got {_type_name(arguments)} {_short(arguments)}")
+    fast = _fast_check(schema)
+    if fast is not None and fast(arguments):
+        return dict(arguments)
     return _validate(arguments, schema, "")
+
+
+# -- Fast path -------------------------------------------------------------------------------------
+# Most calls are an object of scalar arguments that are already valid and need no coercion. For such
+# schemas a checker is compiled once; it answers True only when the slow path (_validate) would return
+# the arguments unchanged. Anything else (a coercion, an error to word, a nested schema) goes to the
+# slow path, which stays the reference: tests/test_schema.py checks both agree.
+_SIMPLE_KEYS = frozenset({"type", "enum", "pattern", "minLength", "maxLength", "minimum", "maximum",
+                          "description", "title", "examples", "default"})
+_FAST: dict[int, tuple[Mapping[str, Any], Any]] = {}
+
+
+def _scalar_check(schema: Mapping[str, Any]):
+    typ = schema.get("type")
+    if not isinstance(typ, str) or not set(schema) <= _SIMPLE_KEYS or typ not in ("string", "integer", "number", "boolean"):
+        return None
+    enum = schema.get("enum")
+    pattern = _compiled(schema["pattern"]) if "pattern" in schema else None
+    lo_len, hi_len = schema.get("minLength"), schema.get("maxLength")
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    kinds = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,)}[typ]
+    if enum is not None:
+        allowed = frozenset((type(e), e) for e in enum if type(e) in kinds)
+
+    def check(value: Any) -> bool:
+        if type(value) not in kinds:
+            return False
+        if typ == "number" and type(value) is float and not math.isfinite(value):
+            return False
+        if enum is not None and (type(value), value) not in allowed:
+            return False
+        if typ == "string":
+            if lo_len is not None and len(value) < lo_len or hi_len is not None and len(value) > hi_len:
+                return False
+            if pattern is not None and not pattern.search(value):
+                return False
+        elif typ != "boolean":
+            if lo is not None and value < lo or hi is not None and value > hi:
+                return False
+        return True
+
+    return check
+
+
+def _fast_check(schema: Mapping[str, Any]):
+    cached = _FAST.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    check = None
+    props = schema.get("properties", {})
+    if (schema.get("type") == "object" and set(schema) <= {"type", "properties", "required", "additionalProperties", "description", "title"}
+            and schema.get("additionalProperties", False) is False and isinstance(props, dict)):
+        checks = {name: _scalar_check(sub) for name, sub in props.items()}
+        if all(c is not None for c in checks.values()):
+            required = tuple(schema.get("required", ()))
+
+            def check(arguments: dict) -> bool:
+                for name in required:
+                    if name not in arguments:
+                        return False
+                for name, value in arguments.items():
+                    fn = checks.get(name)
+                    if fn is None or not fn(value):
+                        return False
+                return True
+
+    _FAST[id(schema)] = (schema, check)
+    return check
 
 
 def check_schema(schema: Mapping[str, Any], path: str = "schema") -> None:

@@ -63,3 +63,44 @@ def test_nothing_is_coerced_to_string():
 def test_check_schema_rejects_unknown_keywords():
     with pytest.raises(ValueError, match="unsupported JSON Schema keyword"):
         check_schema({"type": "object", "properties": {"a": {"type": "string", "format": "date"}}})
+
+
+# -- the compiled fast path agrees with the reference validator -------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from sopgym.sandboxes.schema import _validate  # noqa: E402
+
+FAST_SCHEMAS = [
+    {"type": "object", "properties": {"id": {"type": "string", "pattern": "^A-[0-9]+$"}}, "required": ["id"]},
+    {"type": "object", "properties": {"k": {"type": "string", "enum": ["a", "b"]}, "n": {"type": "integer", "minimum": 0, "maximum": 9},
+                                      "x": {"type": "number", "maximum": 1.5}, "f": {"type": "boolean"},
+                                      "s": {"type": "string", "minLength": 2, "maxLength": 4}}, "required": ["k"], "additionalProperties": False},
+    {"type": "object", "properties": {"e": {"type": "integer", "enum": [1, 2, 3]}}, "required": []},
+]
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 12), st.floats(allow_nan=True, allow_infinity=True),
+                    st.sampled_from(["a", "b", "c", "A-1", "A-", "1", "7", "true", "ab", "abcde", "2.5"]))
+
+
+def _reference(args, schema):
+    try:
+        return ("ok", _validate(args, schema, ""))
+    except SchemaError as exc:
+        return ("error", str(exc))
+
+
+def _fast(args, schema):
+    try:
+        return ("ok", validate(args, schema))
+    except SchemaError as exc:
+        return ("error", str(exc))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(range(len(FAST_SCHEMAS))), st.dictionaries(st.sampled_from(["id", "k", "n", "x", "f", "s", "e", "zz"]), scalars, max_size=5))
+def test_fast_path_agrees_with_the_reference_validator(which, args):
+    schema = FAST_SCHEMAS[which]
+    fast, ref = _fast(args, schema), _reference(args, schema)
+    assert fast == ref
+    if fast[0] == "ok":
+        assert [type(v) for v in fast[1].values()] == [type(v) for v in ref[1].values()]

@@ -191,9 +191,11 @@ class SOPEnv(gym.Env):
 
         components = self._shaping(status)
         reward = sum(components.values())
+        final_state = None
         if terminated or truncated:
             self._done = True
-            outcome = self._outcome_components()
+            final_state = self._final_state()
+            outcome = outcome_components(self._answer, self._task.answer, self.pack.output_fields, final_state, self._task.expected_state)
             components.update(outcome)
             reward += outcome_reward(self.reward_config.kind, outcome)
 
@@ -212,7 +214,7 @@ class SOPEnv(gym.Env):
             "infrastructure_failure": self._infra_failure,
         }
         if self._done:
-            info["episode"] = self._episode_record(terminated, truncated, truncation_cause, reward, components)
+            info["episode"] = self._episode_record(terminated, truncated, truncation_cause, reward, components, final_state)
         return observation, float(reward), terminated, truncated, info
 
     def render(self) -> str | None:
@@ -323,12 +325,7 @@ class SOPEnv(gym.Env):
             return None
         return self._toolbox.snapshot()
 
-    def _outcome_components(self) -> dict[str, float]:
-        task = self._task
-        self._final = self._final_state()
-        return outcome_components(self._answer, task.answer, self.pack.output_fields, self._final, task.expected_state)
-
-    def _episode_record(self, terminated, truncated, cause, reward, components) -> dict[str, Any]:
+    def _episode_record(self, terminated, truncated, cause, reward, components, final_state) -> dict[str, Any]:
         """What the independent evaluator reads (live, or from RecordTrajectory's JSONL)."""
         task = self._task
         return {
@@ -343,7 +340,7 @@ class SOPEnv(gym.Env):
                 {"name": f.name, "type": f.type, "enum": list(f.enum) if f.enum is not None else None, "nullable": f.nullable}
                 for f in self.pack.output_fields
             ],
-            "final_state": self._final,
+            "final_state": final_state,
             "expected_state": task.expected_state,
             "turns": self._turn,
             "statuses": list(self._turn_statuses),

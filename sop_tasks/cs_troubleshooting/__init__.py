@@ -20,6 +20,7 @@ import random
 from typing import Any
 
 from sopgym.sandboxes import StatefulProgram, Tier, ToolSpec
+from sopgym.sop_tasks.cs_troubleshooting.state import FINDING_WEIGHTS
 from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
 
 RESOLUTIONS = ("REFERRED_BILLING", "OUTAGE_LINKED", "RESOLVED_REMOTE", "ESCALATED", "NO_FAULT_FOUND")
@@ -157,18 +158,6 @@ FIELDS = (
 # ---------------------------------------------------------------------------------------------
 # Generator: facts built around a target resolution, labelled by a decision table.
 # ---------------------------------------------------------------------------------------------
-_WEIGHT = {
-    "OUTAGE_CONFIRMED": 30,
-    "NO_SYNC": 40,
-    "LOW_SNR": 15,
-    "HIGH_PACKET_LOSS": 20,
-    "SPEED_BELOW_PLAN": 15,
-    "REPEAT_FAULT": 25,
-    "PORT_RESET_FAILED": 10,
-    "CARE_FLAG": 20,
-}
-
-
 def _line_faults(m: dict[str, Any], plan: int) -> list[str]:
     """Line findings of one measurement (tenths compared as integers, so boundaries are exact)."""
     if not m["sync"]:
@@ -212,7 +201,7 @@ def _label(f: dict[str, Any]) -> dict[str, Any]:
     if f["care"]:
         findings.append("CARE_FLAG")
     business = f["segment"] == "business"
-    score = sum(_WEIGHT[c] for c in findings) + (15 if business else 0)
+    score = sum(FINDING_WEIGHTS[c] for c in findings)  # the ticket system's own table (state.py) + (15 if business else 0)
     priority = "P1" if score >= 70 else "P2" if score >= 45 else "P3" if score >= 20 else "P4"
     sla = {"P1": 4, "P2": 8, "P3": 24, "P4": 72}[priority] // (2 if business else 1)
     tier, status, closed_as = "NONE", "open", None

@@ -201,7 +201,8 @@ def _label(f: dict[str, Any]) -> dict[str, Any]:
     if f["care"]:
         findings.append("CARE_FLAG")
     business = f["segment"] == "business"
-    score = sum(FINDING_WEIGHTS[c] for c in findings)  # the ticket system's own table (state.py) + (15 if business else 0)
+    # The ticket system's own points table (state.py).
+    score = sum(FINDING_WEIGHTS[c] for c in findings) + (15 if business else 0)
     priority = "P1" if score >= 70 else "P2" if score >= 45 else "P3" if score >= 20 else "P4"
     sla = {"P1": 4, "P2": 8, "P3": 24, "P4": 72}[priority] // (2 if business else 1)
     tier, status, closed_as = "NONE", "open", None

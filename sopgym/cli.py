@@ -246,26 +246,20 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _read_trajectory(path: str) -> dict[int, dict[str, Any]]:
+    from sopgym.evaluation.runner import iter_jsonl
+
     episodes: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: expected a JSON object per line ({exc})") from None
-            if not isinstance(obj, dict) or obj.get("episode_index") is None:
-                continue
-            index = obj["episode_index"]
-            ep = episodes.setdefault(index, {"reset": None, "steps": [], "episode": None})
-            kind = obj.get("type")
-            if kind == "reset":
-                ep["reset"] = obj
-            elif kind == "step":
-                ep["steps"].append(obj)
-            elif kind == "episode":
-                ep["episode"] = obj
+    for _, obj in iter_jsonl(path):
+        if not isinstance(obj, dict) or obj.get("episode_index") is None:
+            continue
+        ep = episodes.setdefault(obj["episode_index"], {"reset": None, "steps": [], "episode": None})
+        kind = obj.get("type")
+        if kind == "reset":
+            ep["reset"] = obj
+        elif kind == "step":
+            ep["steps"].append(obj)
+        elif kind == "episode":
+            ep["episode"] = obj
     return episodes
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -104,6 +104,22 @@ def run_episodes(
         env.close()
 
 
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) for each non-blank line of a JSONL file.
+
+    Raises:
+        ValueError: on a line that is not valid JSON, naming the file and line.
+    """
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+
+
 def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
     """Episode records from a JSONL file.
 
@@ -114,20 +130,13 @@ def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
         ValueError: on a line that is not a JSON object, naming the file and line.
     """
     records = []
-    with open(jsonl_path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{jsonl_path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{jsonl_path}:{number}: expected a JSON object, got {type(obj).__name__}")
-            kind = obj.pop("type", None)
-            if kind == "episode":
-                obj.pop("episode_index", None)
-                records.append(obj)
-            elif kind is None:
-                records.append(obj)
+    for number, obj in iter_jsonl(jsonl_path):
+        if not isinstance(obj, dict):
+            raise ValueError(f"{jsonl_path}:{number}: expected a JSON object, got {type(obj).__name__}")
+        kind = obj.pop("type", None)
+        if kind == "episode":
+            obj.pop("episode_index", None)
+            records.append(obj)
+        elif kind is None:
+            records.append(obj)
     return records

@@ -230,6 +230,11 @@ class ExecResult:
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExecResult:
+        """From the child-runner's result dict (the Docker server and the local runner share it)."""
+        return cls(exit_code=d["exit_code"], stdout=d["stdout"], stderr=d["stderr"], timed_out=d["timed_out"], truncated=d["truncated"])
+
 
 class CodeRunner(ABC):
     """Executes code/SQL the agent produced, isolated, with a wall-clock deadline.

@@ -87,13 +87,7 @@ class LocalCodeRunner(CodeRunner):
             )
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        return ExecResult(
-            exit_code=result["exit_code"],
-            stdout=result["stdout"],
-            stderr=result["stderr"],
-            timed_out=result["timed_out"],
-            truncated=result["truncated"],
-        )
+        return ExecResult.from_dict(result)
 
     def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
         wrapper = _PRELUDE.format(limits=self.limits) + f"exec(compile({code!r}, '<agent>', 'exec'), {{'__name__': '__main__'}})\n"

@@ -217,13 +217,7 @@ class DockerCodeRunner(CodeRunner):
             self.pool.discard(box)
             raise SandboxError(f"{op} failed inside the sandbox server: {response['error']}")
         self.pool.release(box)
-        return ExecResult(
-            exit_code=response["exit_code"],
-            stdout=response["stdout"],
-            stderr=response["stderr"],
-            timed_out=response["timed_out"],
-            truncated=response["truncated"],
-        )
+        return ExecResult.from_dict(response)
 
     def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
         return self._run("run_python", timeout_s, code=code, stdin=stdin)

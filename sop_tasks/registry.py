@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from .pack import DomainPack
 
-__all__ = ["get_pack", "all_packs", "register_pack", "registered_keys"]
+__all__ = ["get_pack", "all_packs", "register_pack"]
 
 #: Subpackages of ``sopgym.sop_tasks`` that are not authored domains.
 _NOT_DOMAINS = frozenset({"sopbench"})
@@ -61,7 +61,3 @@ def all_packs(namespace: str | None = None) -> Iterator[DomainPack]:
         if namespace is None or pack.namespace == namespace:
             yield pack
 
-
-def registered_keys() -> list[str]:
-    _load_authored()
-    return sorted(_PACKS)

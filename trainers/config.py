@@ -174,6 +174,9 @@ class SFTConfig:
     lr: float = 1e-3
     batch_episodes: int = 16
     """Episodes per optimiser step."""
+    only_successful: bool = True
+    """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
+    in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
 
     def __post_init__(self) -> None:
         if self.num_episodes < 0 or self.epochs < 1 or self.lr <= 0 or self.batch_episodes < 1:

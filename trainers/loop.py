@@ -32,7 +32,7 @@ from .modeling import load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, optimiser_step
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, collect, group_spec_list, gym_env_factory
-from .sft import collect_trajectories, default_oracle, episode_from_messages, train_sft, trajectory_texts
+from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
 
 log = logging.getLogger("sopgym.trainers")
@@ -50,6 +50,8 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     val_before: dict[str, float] = field(default_factory=dict)
     val_after: dict[str, float] = field(default_factory=dict)
+    demonstrations: dict[str, float] = field(default_factory=dict)
+    """What the SFT warm start kept of its demonstrations (``sft/demos_*``); empty without SFT."""
     model: Any = None
     tokenizer: Any = None
 
@@ -131,12 +133,19 @@ def train(
     pool = EnvPool(make_env or gym_env_factory(env_kwargs, length_fn))
 
     # ---- demonstrations (SFT data and tokenizer texts) ----
+    # Collected with no context budget: the token counter does not exist before the BPE is trained on
+    # these texts, and a character count would cut demonstrations short. select_demonstrations measures
+    # them in tokens afterwards.
     trajectories: list[dict[str, Any]] = []
     need_texts = cfg.model.tokenizer == "bpe" and not (run_dir / "tokenizer" / "tokenizer.json").exists()
     if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
         n = max(cfg.sft.num_episodes, 32)
         specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, n, 1)
-        trajectories = collect_trajectories(pool, specs, make_oracle, cfg.env.allow_restricted_training)
+        demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
+        try:
+            trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
+        finally:
+            demo_pool.close()
 
     # ---- tokenizer, model, optimiser ----
     tokenizer = load_tokenizer(cfg.model, run_dir, trajectory_texts(trajectories) if trajectories else None)
@@ -172,10 +181,12 @@ def train(
 
         # ---- supervised warm start ----
         if ckpt is None and cfg.sft.num_episodes > 0:
-            sft_episodes = [
-                episode_from_messages(tokenizer, t["messages"], t["tools"], group_id=i)
-                for i, t in enumerate(trajectories[: cfg.sft.num_episodes])
-            ]
+            sft_episodes, demo_stats = select_demonstrations(
+                tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
+            )
+            result.demonstrations = demo_stats
+            tracker.log_eval(demo_stats, 0)
+            log.info("SFT demonstrations: %s", demo_stats)
             sft_settings = _replace(settings)
             def on_sft_step(i: int, st: dict[str, float]) -> None:
                 tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)

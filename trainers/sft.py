@@ -14,7 +14,7 @@ import torch
 
 from .episodes import Episode, EpisodeBuilder
 from .optimise import StepSettings, optimiser_step
-from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed
+from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed, _success
 
 
 def default_oracle():
@@ -51,7 +51,8 @@ def collect_trajectories(
             if not done:
                 messages.extend(dict(m) for m in info["messages"][seen + 1 :])
                 seen = len(info["messages"])
-        success = bool((info.get("episode") or {}).get("success", reward >= 1.0))
+        episode_info = info.get("episode") or {}
+        success = _success(reward, episode_info.get("reward_components") or {}, episode_info)
         out.append({"messages": messages, "tools": tools, "reward": reward, "success": success, "task_id": str(info.get("task_id"))})
     return out
 
@@ -83,6 +84,46 @@ def episode_from_messages(tokenizer, messages: list[dict[str, Any]], tools, task
         i = j
     builder.close()
     return ep
+
+
+def select_demonstrations(
+    tokenizer, trajectories: list[dict[str, Any]], num_episodes: int, max_context: int, only_successful: bool = True
+) -> tuple[list[Episode], dict[str, float]]:
+    """Token-space SFT episodes from the first ``num_episodes`` trajectories, with what was dropped and why.
+
+    Demonstrations are collected without a context budget (the tokenizer that measures it may not exist
+    yet), so here each one is measured in tokens: longer than ``max_context`` is dropped, as is (with
+    ``only_successful``) one the evaluator does not score as a success. A demonstration cut short by a
+    budget is a failure, and training on it teaches the model to stop early.
+
+    Raises:
+        ValueError: no demonstration is left to train on (the message says how many were dropped and why).
+    """
+    episodes: list[Episode] = []
+    failed = too_long = 0
+    for i, traj in enumerate(trajectories[:num_episodes]):
+        if only_successful and not traj["success"]:
+            failed += 1
+            continue
+        ep = episode_from_messages(tokenizer, traj["messages"], traj["tools"], task_id=traj.get("task_id", ""), group_id=i)
+        if len(ep.ids) > max_context:
+            too_long += 1
+            continue
+        episodes.append(ep)
+    considered = min(num_episodes, len(trajectories))
+    stats = {
+        "sft/demos_considered": float(considered),
+        "sft/demos_used": float(len(episodes)),
+        "sft/demos_failed": float(failed),
+        "sft/demos_too_long": float(too_long),
+        "sft/demo_policy_tokens_mean": sum(ep.num_policy_tokens for ep in episodes) / max(1, len(episodes)),
+    }
+    if considered and not episodes:
+        raise ValueError(
+            f"no SFT demonstration left: expected at least 1 of {considered}, got 0 "
+            f"({failed} not successful, {too_long} longer than env.max_context={max_context} tokens)"
+        )
+    return episodes, stats
 
 
 def train_sft(

@@ -28,7 +28,7 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
         "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=64",
         "model.scratch_intermediate_size=128", "env.max_context=512", "env.max_turns=3", "optim.row_tokens=1024",
         "rollout.max_new_tokens=40", "rollout.batch_size=4", "rollout.group_size=4", "optim.lr=3e-4",
-        "optim.warmup_steps=3", "sft.num_episodes=64", "sft.epochs=20", "sft.lr=1e-2", "sft.batch_episodes=8",
+        "optim.warmup_steps=3", "sft.num_episodes=64", "sft.only_successful=false", "sft.epochs=20", "sft.lr=1e-2", "sft.batch_episodes=8",
         f"steps={STEPS}", "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false",
         f"run_dir={tmp_path / 'run'}", "device=cpu", f"seed={seed}",
     ])

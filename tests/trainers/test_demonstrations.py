@@ -1,0 +1,70 @@
+"""SFT demonstrations: complete, successful, measured in tokens; what is dropped is counted and explained."""
+
+import pytest
+
+from sopgym.trainers.config import load_config
+from sopgym.trainers.loop import train
+from sopgym.trainers.rollout import EnvPool, group_spec_list, gym_env_factory
+from sopgym.trainers.sft import collect_trajectories, default_oracle, select_demonstrations
+
+from . import fake_env
+from .helpers import tiny_tokenizer
+
+
+def _fake_trajectories(wrong_rate, n=12):
+    pool = EnvPool(lambda env_id: fake_env.FakeSopEnv(max_turns=3))
+    specs = group_spec_list(["fake"], "train", 0, n, 1)
+    return collect_trajectories(pool, specs, lambda: fake_env.FakeOracle(wrong_rate=wrong_rate))
+
+
+def test_failed_demonstrations_are_dropped_and_counted():
+    trajs = _fake_trajectories(wrong_rate=0.5)
+    num_failed = sum(not t["success"] for t in trajs)
+    assert 0 < num_failed < len(trajs)  # the fixture has both kinds
+    episodes, stats = select_demonstrations(tiny_tokenizer(), trajs, len(trajs), max_context=512)
+    assert len(episodes) == len(trajs) - num_failed
+    assert stats["sft/demos_failed"] == num_failed and stats["sft/demos_used"] == len(episodes)
+
+
+def test_failed_demonstrations_are_kept_when_asked():
+    trajs = _fake_trajectories(wrong_rate=0.5)
+    episodes, stats = select_demonstrations(tiny_tokenizer(), trajs, len(trajs), max_context=512, only_successful=False)
+    assert len(episodes) == len(trajs) and stats["sft/demos_failed"] == 0
+
+
+def test_demonstrations_longer_than_the_context_are_dropped():
+    trajs = _fake_trajectories(wrong_rate=0.0, n=6)
+    lengths = [len(ep.ids) for ep in select_demonstrations(tiny_tokenizer(), trajs, 6, 10_000)[0]]
+    episodes, stats = select_demonstrations(tiny_tokenizer(), trajs, 6, max_context=max(lengths))
+    assert len(episodes) == 6 and stats["sft/demos_too_long"] == 0
+    cap = max(lengths) - 1
+    episodes, stats = select_demonstrations(tiny_tokenizer(), trajs, 6, max_context=cap)
+    assert all(len(ep.ids) <= cap for ep in episodes)
+    assert stats["sft/demos_too_long"] == sum(n > cap for n in lengths) > 0
+
+
+def test_no_demonstration_left_says_why():
+    trajs = [t for t in _fake_trajectories(wrong_rate=1.0, n=16) if not t["success"]][:4]
+    assert len(trajs) == 4  # the demonstrator says "red" whatever the lookup returned
+    with pytest.raises(ValueError, match=r"expected at least 1 of 4, got 0 \(4 not successful"):
+        select_demonstrations(tiny_tokenizer(), trajs, 4, max_context=512)
+
+
+def test_authored_domain_demonstrations_are_whole_episodes(tmp_path):
+    """Regression: demonstrations were once collected under a context budget counted in characters
+    (the BPE did not exist yet), which cut every WarehouseReceiving demo after its first tool call."""
+    cfg = load_config(None, [
+        "env.env_ids=[sopgym/WarehouseReceiving-v0]", "model.tokenizer=bpe", "model.bpe_vocab_size=2048",
+        "model.scratch_hidden_size=32", "model.scratch_num_layers=1", "model.scratch_intermediate_size=64",
+        "env.max_context=3072", "optim.row_tokens=3072", "sft.num_episodes=6", "sft.epochs=1", "steps=0",
+        "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false", f"run_dir={tmp_path}", "device=cpu",
+    ])
+    result = train(cfg)
+    assert result.demonstrations["sft/demos_used"] == 6, result.demonstrations
+    assert result.demonstrations["sft/demo_policy_tokens_mean"] > 60  # four tool calls and an answer, not one call
+
+
+def test_oracle_demonstrations_of_an_authored_domain_succeed():
+    pool = EnvPool(gym_env_factory({"max_turns": 8}, None))
+    trajs = collect_trajectories(pool, group_spec_list(["sopgym/WarehouseReceiving-v0"], "train", 0, 4, 1), default_oracle)
+    assert [t["success"] for t in trajs] == [True] * 4

@@ -5,7 +5,9 @@ Every figure is printed with its baseline measured in the same run, as a ratio:
 * packing efficiency: non-padding share of positions, FFD-packed rows vs one episode per row padded
   to the longest episode of its micro-batch (the usual padded batching);
 * training throughput: forward + backward (policy-gradient loss, exact accumulation) over the same
-  episodes, packed vs padded, in tokens/s;
+  episodes, packed vs padded, in tokens/s. Packed runs two ways: FFD rows with SDPA and a block mask
+  (attention over the whole row), and ``sdpa_varlen`` (padding dropped, causal SDPA per episode, the
+  CPU analogue of flash-attention varlen) with the same token budget per micro-batch as the baseline;
 * rollout: one batched, KV-cached ``generate`` for N prompts vs N calls of one prompt each.
 
 Episodes are oracle trajectories of authored domains (their real length distribution), tokenised
@@ -47,13 +49,13 @@ def build_episodes(env_ids, per_domain, vocab):
     return tok, episodes
 
 
-def model_for(tok, hidden, layers):
+def model_for(tok, hidden, layers, attn="sdpa"):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=16384, attn_implementation="sdpa",
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=65536, attn_implementation=attn,
         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id,
     )
     return LlamaForCausalLM(cfg)
@@ -110,6 +112,15 @@ def main(argv=None):
         tps, eff = train_throughput(model, episodes, s, "sdpa", args.repeats)
         print(f"packed   (FFD rows of {row} tokens, SDPA block mask): efficiency {eff:.3f} ({eff / pad_eff:.2f}x)  "
               f"{tps:,.0f} tokens/s ({tps / pad_tps:.2f}x)")
+    # varlen: one FFD row per micro-batch holding the baseline's token budget (rows_per_micro x longest)
+    from sopgym.trainers.attention import SDPA_VARLEN
+
+    varlen_model = model_for(tok, args.hidden, args.layers, attn=SDPA_VARLEN)
+    budget = args.rows_per_micro * longest
+    s = StepSettings(row_tokens=budget, rows_per_micro_batch=1, packed=True)
+    tps, eff = train_throughput(varlen_model, episodes, s, "sdpa_varlen", args.repeats)
+    print(f"packed   (sdpa_varlen, FFD rows of {budget} tokens, padding dropped): efficiency {eff:.3f} "
+          f"({eff / pad_eff:.2f}x)  {tps:,.0f} tokens/s ({tps / pad_tps:.2f}x)")
 
     # ---- rollout: batched KV-cached generation vs one prompt at a time ----
     model.eval()

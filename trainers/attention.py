@@ -1,14 +1,20 @@
 """One attention entry point for packed rows: flash-attention varlen on CUDA, else SDPA/eager with a block mask.
 
-Shape legend: B = rows, T = tokens per row, N = B * T (flattened), S1 = segments + 1 (cu_seqlens).
+Shape legend: B = rows, T = tokens per row, N = real (non-padding) tokens of the micro-batch,
+S1 = segments + 1 (cu_seqlens), H = heads, D = head dim.
 
 Packed rows need every episode isolated. In the installed transformers, reset ``position_ids`` alone
 do NOT isolate episodes under SDPA or eager attention (only the flash-attention path derives
 ``cu_seqlens`` from them). So:
 
-* ``flash_varlen`` (CUDA + ``flash_attn`` importable): rows are flattened into one sequence of N tokens
-  and ``cu_seq_lens_q/k`` + ``max_length_q/k`` are passed explicitly; the model must be loaded with
+* ``flash_varlen`` (CUDA + ``flash_attn`` importable): the real tokens of all rows are concatenated into
+  one sequence of N tokens (padding is dropped, not computed) and ``cu_seq_lens_q/k`` +
+  ``max_length_q/k`` are passed explicitly; the model must be loaded with
   ``attn_implementation="flash_attention_2"``.
+* ``sdpa_varlen``: the same flattened input and ``cu_seqlens``, with an attention function registered
+  in transformers that runs SDPA's fused causal kernel once per episode. Cost grows with the sum of
+  squared episode lengths, not the squared row length, and no padding is computed. Without
+  ``cu_seq_lens_q`` (generation) it is plain SDPA with transformers' usual masks.
 * ``sdpa``: a 4-D boolean mask ``[B, 1, T, T]``, True where query i may attend key j (same episode, j <= i).
   transformers passes a 4-D mask through unchanged.
 * ``eager``: the same mask as an additive float mask (0 / dtype min): eager attention adds it to scores.
@@ -20,11 +26,65 @@ from __future__ import annotations
 import importlib.util
 
 import torch
+import torch.nn.functional as F
 
 from .packing import PackedBatch
 
-BACKENDS = ("flash_varlen", "sdpa", "eager")
-HF_IMPLEMENTATION = {"flash_varlen": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+SDPA_VARLEN = "sopgym_sdpa_varlen"
+"""The transformers ``attn_implementation`` name of the per-episode SDPA function (registered on import)."""
+BACKENDS = ("flash_varlen", "sdpa_varlen", "sdpa", "eager")
+VARLEN_BACKENDS = ("flash_varlen", "sdpa_varlen")
+HF_IMPLEMENTATION = {"flash_varlen": "flash_attention_2", "sdpa_varlen": SDPA_VARLEN, "sdpa": "sdpa", "eager": "eager"}
+
+
+def sdpa_varlen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, cu_seq_lens_q=None, **kwargs):
+    """A transformers attention function: causal SDPA per segment of ``cu_seq_lens_q``.
+
+    ``query`` is ``[1, H, N, D]``, ``key``/``value`` ``[1, Hkv, N, D]``; returns ``[1, N, H, D]`` as
+    transformers expects. Without ``cu_seq_lens_q`` (generation, unpacked calls) it defers to
+    transformers' own SDPA function, masks included.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if cu_seq_lens_q is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    if query.shape[0] != 1:
+        raise ValueError(f"sdpa_varlen expects one flattened row, got a batch of {query.shape[0]}")
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:  # repeat KV heads: on CPU SDPA's enable_gqa path measured several times slower
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    bounds = cu_seq_lens_q.tolist()
+    dropout_p = dropout if module.training else 0.0
+    outs = [
+        F.scaled_dot_product_attention(
+            query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], is_causal=True, scale=scaling, dropout_p=dropout_p
+        )
+        for a, b in zip(bounds[:-1], bounds[1:])
+        if b > a
+    ]
+    return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
+
+
+def _varlen_mask(*args, **kwargs):
+    """Mask builder for ``SDPA_VARLEN``: none for packed training (segments isolate episodes), SDPA's
+    mask when a padding mask is given (batched generation)."""
+    from transformers.masking_utils import sdpa_mask
+
+    if kwargs.get("attention_mask") is None:
+        return None
+    return sdpa_mask(*args, **kwargs)
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface
+
+    AttentionInterface.register(SDPA_VARLEN, sdpa_varlen_attention)
+    AttentionMaskInterface.register(SDPA_VARLEN, _varlen_mask)
+
+
+_register()
 
 
 def flash_attn_available() -> bool:
@@ -32,7 +92,7 @@ def flash_attn_available() -> bool:
 
 
 def select_backend(requested: str, device: torch.device | str) -> str:
-    """Resolve ``auto``: flash varlen when on CUDA and ``flash_attn`` imports, else SDPA.
+    """Resolve ``auto``: flash varlen when on CUDA and ``flash_attn`` imports, else SDPA with a block mask.
 
     Raises:
         ValueError: ``flash_varlen`` requested where it cannot run.
@@ -65,27 +125,27 @@ def additive_mask(bool_mask_B1TT: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     return torch.where(bool_mask_B1TT, zero, torch.finfo(dtype).min)
 
 
+def computed_positions(batch: PackedBatch, backend: str) -> int:
+    """Positions the model computes for ``batch``: real tokens only on varlen backends, rows x width otherwise."""
+    return batch.num_tokens if backend in VARLEN_BACKENDS else batch.segment_ids_BT.numel()
+
+
 def model_inputs(batch: PackedBatch, backend: str, dtype: torch.dtype, device: torch.device | str) -> dict:
     """Keyword arguments for ``model(**inputs)`` that isolate the packed episodes.
 
-    Returns logits in the same ``[B, T]`` layout for every backend (flash is reshaped back by the caller
-    via ``unflatten_logits``).
+    Varlen backends get ``[1, N]`` inputs (real tokens only); ``to_rows`` puts their outputs back in
+    the ``[B, T]`` layout of ``batch``.
     """
     input_ids_BT = batch.input_ids_BT.to(device)
     position_ids_BT = batch.position_ids_BT.to(device)
-    if backend == "flash_varlen":
-        # Flatten rows; padding tail of each row becomes its own segment so lengths add up to N.
-        lens: list[int] = []
-        width = input_ids_BT.shape[1]
-        for row in batch.seq_lens:
-            lens.extend(row)
-            if width - sum(row) > 0:
-                lens.append(width - sum(row))
+    if backend in VARLEN_BACKENDS:
+        real_BT = batch.segment_ids_BT.to(device) >= 0
+        lens = [n for row in batch.seq_lens for n in row]
         cu_seqlens_S1 = torch.zeros(len(lens) + 1, dtype=torch.int32, device=device)
         cu_seqlens_S1[1:] = torch.cumsum(torch.tensor(lens, dtype=torch.int32, device=device), 0)
         return {
-            "input_ids": input_ids_BT.reshape(1, -1),
-            "position_ids": position_ids_BT.reshape(1, -1),
+            "input_ids": input_ids_BT[real_BT][None],
+            "position_ids": position_ids_BT[real_BT][None],
             "cu_seq_lens_q": cu_seqlens_S1,
             "cu_seq_lens_k": cu_seqlens_S1,
             "max_length_q": max(lens),
@@ -104,7 +164,17 @@ def model_inputs(batch: PackedBatch, backend: str, dtype: torch.dtype, device: t
     return {"input_ids": input_ids_BT, "position_ids": position_ids_BT, "attention_mask": mask_B1TT}
 
 
-def unflatten_logits(logits: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
-    """``[1, N, V]`` (flash path) or ``[B, T, V]`` -> ``[B, T, V]``."""
+def to_rows(out: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
+    """Model outputs ``[1, N, X]`` (varlen backends: real tokens only) or ``[B, T, X]`` -> ``[B, T, X]``.
+
+    Padding positions of a varlen output are zeros (they were never computed).
+    """
     num_B, num_T = batch.input_ids_BT.shape
-    return logits.reshape(num_B, num_T, -1)
+    if out.shape[0] == num_B and out.shape[1] == num_T:
+        return out
+    real_N = (batch.segment_ids_BT >= 0).reshape(-1).to(out.device)
+    if out.shape[1] != int(real_N.sum()):
+        raise ValueError(f"expected {int(real_N.sum())} or {num_B}x{num_T} output positions, got {tuple(out.shape[:2])}")
+    full = out.new_zeros(num_B * num_T, out.shape[-1])
+    full[real_N] = out[0]
+    return full.reshape(num_B, num_T, -1)

@@ -17,7 +17,7 @@ from typing import Any
 ADVANTAGES = ("grpo", "dr_grpo", "rloo", "passk")
 LOSSES = ("ppo_clip", "cispo", "is_reinforce")
 AGGREGATIONS = ("token", "sequence")
-ATTENTION = ("auto", "flash_varlen", "sdpa", "eager")
+ATTENTION = ("auto", "flash_varlen", "sdpa_varlen", "sdpa", "eager")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 
 
@@ -41,7 +41,9 @@ class ModelConfig:
     dtype: str = "float32"
     """Parameter dtype. bfloat16 halves memory on GPU; CPU runs and exactness tests want float32."""
     attention: str = "auto"
-    """``auto`` picks flash-attention varlen on CUDA when ``flash_attn`` imports, else SDPA with a block mask."""
+    """``auto`` picks flash-attention varlen on CUDA when ``flash_attn`` imports, else SDPA with a block mask.
+    ``sdpa_varlen`` drops padding and runs causal SDPA per episode (the CPU analogue of flash varlen; see
+    trainers/attention.py and docs/benchmarks.md)."""
     gradient_checkpointing: bool = False
     """Trades ~30% more compute for activation memory; useful for 1.5B+ models on one GPU."""
 

@@ -109,11 +109,11 @@ def token_logprobs(
     num_B, num_T = target_BT.shape
     if select_BT is None:
         logits = model(**inputs, use_cache=False).logits
-        logits_NV = attention.unflatten_logits(logits, batch).reshape(num_B * num_T, -1)
+        logits_NV = attention.to_rows(logits, batch).reshape(num_B * num_T, -1)
         select_N = torch.ones(num_B * num_T, dtype=torch.bool, device=device)
     else:
         hidden = model.base_model(**inputs, use_cache=False).last_hidden_state
-        hidden_BTH = hidden.reshape(num_B, num_T, -1)
+        hidden_BTH = attention.to_rows(hidden, batch)
         select_N = select_BT.to(device).reshape(-1)
         logits_NV = model.get_output_embeddings()(hidden_BTH.reshape(num_B * num_T, -1)[select_N])
     logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import packing
+from . import attention, packing
 from .episodes import Episode
 from .losses import LossParams, aggregation_weights, policy_loss
 from .modeling import token_logprobs
@@ -73,7 +73,7 @@ def accumulate_gradients(
     num_positions = 0
     for micro_rows in packing.split_rows(rows, s.rows_per_micro_batch):
         batch = packing.collate(seqs, micro_rows)
-        num_positions += batch.segment_ids_BT.numel()
+        num_positions += attention.computed_positions(batch, backend)
         select_BT = batch.fields_BT["mask"] > 0  # the output head runs on policy tokens only
         logp_BT, entropy_BT = token_logprobs(model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT)
         f = {k: v.to(device=device, dtype=logp_BT.dtype) for k, v in batch.fields_BT.items()}

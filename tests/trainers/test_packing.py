@@ -75,10 +75,10 @@ def _packed_logps(model, batch, backend):
     return out
 
 
-@pytest.mark.parametrize("backend", ["sdpa", "eager"])
+@pytest.mark.parametrize("backend", ["sdpa", "eager", "sdpa_varlen"])
 def test_packed_logprobs_equal_unpacked(backend):
     tok = tiny_tokenizer()
-    model = tiny_model(tok, attn=backend).eval()
+    model = tiny_model(tok, attn=attention.HF_IMPLEMENTATION[backend]).eval()
     eps = _episodes(tok)
     seqs = to_sequences(eps, "token")
     row_len = 2 * max(len(e.ids) for e in eps) + 5
@@ -112,18 +112,61 @@ def _grads(model):
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
-def test_packed_loss_and_gradients_equal_one_episode_per_row():
+@pytest.mark.parametrize("backend", ["sdpa", "sdpa_varlen"])
+def test_packed_loss_and_gradients_equal_one_episode_per_row(backend):
     tok = tiny_tokenizer()
     eps = _episodes(tok)
     results = {}
     for packed in (True, False):
-        model = tiny_model(tok)
+        model = tiny_model(tok, attn=attention.HF_IMPLEMENTATION[backend] if packed else "sdpa")
         s = StepSettings(row_tokens=4096, rows_per_micro_batch=8, packed=packed)
-        stats = accumulate_gradients(model, None, eps, s, "sdpa")
+        stats = accumulate_gradients(model, None, eps, s, backend if packed else "sdpa")
         results[packed] = (stats["loss"], _grads(model))
     assert results[True][0] == pytest.approx(results[False][0], abs=1e-6)
     for name, g in results[True][1].items():
         assert torch.allclose(g, results[False][1][name], atol=1e-6, rtol=1e-4), name
+
+
+def test_varlen_inputs_drop_padding_and_rows_come_back_in_place():
+    seqs = [packing.Sequence([10, 11, 12], {"mask": [0, 1, 1]}), packing.Sequence([20, 21], {"mask": [0, 1]})]
+    b = packing.collate(seqs, [[0], [1]])  # second row padded by one
+    inputs = attention.model_inputs(b, "sdpa_varlen", torch.float32, "cpu")
+    assert inputs["input_ids"].tolist() == [[10, 11, 12, 20, 21]]
+    assert inputs["position_ids"].tolist() == [[0, 1, 2, 0, 1]]
+    assert inputs["cu_seq_lens_q"].tolist() == [0, 3, 5] and inputs["max_length_q"] == 3
+    assert attention.computed_positions(b, "sdpa_varlen") == 5 and attention.computed_positions(b, "sdpa") == 6
+    out = torch.arange(5.0).reshape(1, 5, 1)
+    assert attention.to_rows(out, b)[..., 0].tolist() == [[0, 1, 2], [3, 4, 0]]
+    with pytest.raises(ValueError, match="expected 5 or 2x3 output positions, got"):
+        attention.to_rows(torch.zeros(1, 4, 1), b)
+
+
+def test_varlen_packing_computes_no_padding():
+    import dataclasses
+
+    tok = tiny_tokenizer()
+    eps = _episodes(tok)
+    cut = len(eps[0].ids) - 7  # one shorter episode, so that padded rows really pad
+    eps[0] = dataclasses.replace(eps[0], ids=eps[0].ids[:cut], loss_mask=eps[0].loss_mask[:cut], old_logp=eps[0].old_logp[:cut])
+    s = StepSettings(row_tokens=4096, rows_per_micro_batch=2, packed=False)  # one episode per row: padded
+    stats = accumulate_gradients(tiny_model(tok, attn=attention.SDPA_VARLEN), None, eps, s, "sdpa_varlen")
+    assert stats["packing_efficiency"] == 1.0
+    assert accumulate_gradients(tiny_model(tok), None, eps, s, "sdpa")["packing_efficiency"] < 1.0
+
+
+def test_sdpa_varlen_model_generates_like_sdpa():
+    """Without cu_seqlens (generation) the varlen attention is SDPA, padding masks included."""
+    from sopgym.trainers.policy.hf import HFPolicy
+
+    tok = tiny_tokenizer()
+    prompts = [tok("key: k1 lookup", add_special_tokens=False)["input_ids"], [5, 6, 7, 8, 9, 10, 11]]
+    out = {}
+    for impl in ("sdpa", attention.SDPA_VARLEN):
+        policy = HFPolicy(tiny_model(tok, attn=impl).eval(), tok, bucket_by_length=False)  # a left-padded batch
+        out[impl] = policy.generate(prompts, [6, 6], temperature=0.0)
+    assert [s.ids for s in out["sdpa"]] == [s.ids for s in out[attention.SDPA_VARLEN]]
+    diffs = [abs(x - y) for a, b in zip(out["sdpa"], out[attention.SDPA_VARLEN]) for x, y in zip(a.logps, b.logps)]
+    assert max(diffs) < 1e-5
 
 
 @pytest.mark.gpu

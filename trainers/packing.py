@@ -108,8 +108,11 @@ def collate(sequences: list[Sequence], rows: list[list[int]], pad_id: int = 0) -
             start += n
             seg += 1
             seq_lens[-1].append(n)
-        # Padding positions continue counting so position ids stay valid (their outputs are unused).
-        position_ids_BT[b, start:] = torch.arange(width - start)
+        # Padding positions continue the row's last episode (their outputs are unused). Restarting them at
+        # 0 would make transformers read the padding as another packed sequence and build a [T, T] mask,
+        # losing SDPA's fused causal kernel on rows that hold one episode.
+        last = seq_lens[-1][-1] if seq_lens[-1] else 0
+        position_ids_BT[b, start:] = torch.arange(last, last + width - start)
     return PackedBatch(
         input_ids_BT, position_ids_BT, segment_ids_BT, target_ids_BT, fields_BT, seq_lens, [list(r) for r in rows]
     )

@@ -32,6 +32,16 @@ def test_collate_resets_positions_and_shifts_fields():
     assert padded.segment_ids_BT.tolist() == [[0, 0, 0], [1, 1, -1]] and padded.efficiency == 5 / 6
 
 
+def test_padding_continues_positions_so_one_episode_rows_are_not_read_as_packed():
+    from transformers.masking_utils import find_packed_sequence_indices
+
+    seqs = [packing.Sequence([10, 11, 12], {"mask": [0, 1, 1]}), packing.Sequence([20], {"mask": [0]})]
+    padded = packing.collate(seqs, [[0], [1]])
+    assert padded.position_ids_BT.tolist() == [[0, 1, 2], [0, 1, 2]]
+    # transformers builds a [T, T] mask (no fused causal kernel) when it sees positions restart
+    assert find_packed_sequence_indices(padded.position_ids_BT) is None
+
+
 def test_block_causal_mask_pattern():
     m = attention.block_causal_mask(torch.tensor([[0, 0, 1, 1, -1]]))[0, 0]
     expected = torch.tensor(

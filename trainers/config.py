@@ -176,6 +176,12 @@ class SFTConfig:
     lr: float = 1e-3
     batch_episodes: int = 16
     """Episodes per optimiser step."""
+    context_loss_weight: float = 0.0
+    """Weight of a next-token loss on the other tokens of the demonstrations (prompt, tool results),
+    averaged over them, next to the policy tokens' loss. For a model trained from scratch this is its
+    language-model pretraining on the domain's transcripts: tool results repeat the case's IDs and
+    dates, which teaches copying far faster than the few policy tokens alone. 0 is plain SFT. RL
+    never trains on these tokens."""
     only_successful: bool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
@@ -183,6 +189,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.num_episodes < 0 or self.epochs < 1 or self.lr <= 0 or self.batch_episodes < 1:
             raise ValueError("sft.num_episodes >= 0, sft.epochs >= 1, sft.lr > 0, sft.batch_episodes >= 1")
+        if self.context_loss_weight < 0:
+            raise ValueError(f"sft.context_loss_weight must be >= 0, got {self.context_loss_weight}")
 
 
 @dataclass

@@ -187,7 +187,7 @@ def train(
             result.demonstrations = demo_stats
             tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)
-            sft_settings = _replace(settings)
+            sft_settings = _replace(settings, cfg.sft.context_loss_weight)
             def on_sft_step(i: int, st: dict[str, float]) -> None:
                 tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)
                 log.info("sft step %d: loss %.3f, %.0f tokens/s", i, st["loss"], st["tokens_per_s"])
@@ -348,7 +348,7 @@ def train(
             tracker.end(status)
 
 
-def _replace(settings: StepSettings) -> StepSettings:
+def _replace(settings: StepSettings, context_loss_weight: float = 0.0) -> StepSettings:
     import dataclasses
 
-    return dataclasses.replace(settings, temperature=1.0, aggregation="token")
+    return dataclasses.replace(settings, temperature=1.0, aggregation="token", context_loss_weight=context_loss_weight)

@@ -38,12 +38,19 @@ class StepSettings:
     grad_clip: float = 1.0
     packed: bool = True
     """False packs one episode per row (the padded baseline, for benchmarks and equivalence tests)."""
+    context_loss_weight: float = 0.0
+    """SFT only: weight of a next-token loss on the non-policy tokens (prompt, tool results), each part
+    averaged over its own global token count. Never used by the RL losses."""
 
 
-def to_sequences(episodes: list[Episode], aggregation: str) -> list[packing.Sequence]:
-    """Per-token fields of each episode, with the aggregation weight of the whole set."""
+def to_sequences(episodes: list[Episode], aggregation: str, context_loss_weight: float = 0.0) -> list[packing.Sequence]:
+    """Per-token fields of each episode, with the aggregation weight of the whole set.
+
+    With ``context_loss_weight`` > 0 a ``ctx`` field weights the non-policy targets (token 1 onwards)
+    by ``context_loss_weight / (their count over all episodes)``.
+    """
     weights = aggregation_weights([sum(ep.loss_mask[1:]) for ep in episodes], aggregation)
-    return [
+    seqs = [
         packing.Sequence(
             ids=ep.ids,
             fields={
@@ -55,6 +62,12 @@ def to_sequences(episodes: list[Episode], aggregation: str) -> list[packing.Sequ
         )
         for ep, w in zip(episodes, weights)
     ]
+    if context_loss_weight > 0:
+        num_ctx = sum(len(ep.loss_mask) - 1 - sum(ep.loss_mask[1:]) for ep in episodes)
+        w_ctx = context_loss_weight / max(1, num_ctx)
+        for seq, ep in zip(seqs, episodes):
+            seq.fields["ctx"] = [0.0] + [w_ctx * (1 - m) for m in ep.loss_mask[1:]]
+    return seqs
 
 
 def accumulate_gradients(
@@ -65,7 +78,8 @@ def accumulate_gradients(
     ``loss_name="sft"`` uses the negative log-likelihood of the masked tokens instead of a policy loss.
     """
     device = next(model.parameters()).device
-    seqs = to_sequences(episodes, s.aggregation)
+    sft = (loss_name or s.loss) == "sft"
+    seqs = to_sequences(episodes, s.aggregation, s.context_loss_weight if sft else 0.0)
     lengths = [len(q.ids) for q in seqs]
     rows = packing.first_fit_decreasing(lengths, s.row_tokens) if s.packed else packing.one_per_row(lengths)
     params = LossParams(s.clip_low, s.clip_high)
@@ -75,12 +89,16 @@ def accumulate_gradients(
         batch = packing.collate(seqs, micro_rows)
         num_positions += attention.computed_positions(batch, backend)
         select_BT = batch.fields_BT["mask"] > 0  # the output head runs on policy tokens only
+        if "ctx" in batch.fields_BT:
+            select_BT = select_BT | (batch.fields_BT["ctx"] > 0)
         logp_BT, entropy_BT = token_logprobs(model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT)
         f = {k: v.to(device=device, dtype=logp_BT.dtype) for k, v in batch.fields_BT.items()}
         mask_BT = f["mask"]
-        if (loss_name or s.loss) == "sft":
+        if sft:
             valid_BT = mask_BT.bool()
             loss = -torch.where(valid_BT, logp_BT * f["weight"], torch.zeros_like(logp_BT)).sum()
+            if "ctx" in f:
+                loss = loss - (logp_BT * f["ctx"]).sum()
             stats = {"num_valid": int(valid_BT.sum()), "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0}
         else:
             ref_logp_BT = None

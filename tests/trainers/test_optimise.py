@@ -88,3 +88,35 @@ def test_non_finite_loss_raises_before_the_optimiser_step():
     with pytest.raises(NonFiniteLossError):
         optimiser_step(model, None, opt, sched, eps, StepSettings(row_tokens=4096, loss="is_reinforce"), "sdpa")
     assert all(torch.equal(p.detach(), before[n]) for n, p in model.named_parameters())
+
+
+def _nll_by_hand(model, eps):
+    policy, context = [], []
+    with torch.no_grad():
+        for ep in eps:
+            logits = model(input_ids=torch.tensor([ep.ids])).logits[0]
+            lp = torch.log_softmax(logits[:-1].double(), -1).gather(-1, torch.tensor(ep.ids[1:])[:, None])[:, 0]
+            for logp, m in zip(lp.tolist(), ep.loss_mask[1:]):
+                (policy if m else context).append(-logp)
+    return sum(policy) / len(policy), sum(context) / len(context)
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_sft_context_loss_is_policy_mean_plus_weighted_context_mean(weight):
+    tok = tiny_tokenizer()
+    eps = _eps(tok, n=3)
+    model = tiny_model(tok, dtype=torch.float64)
+    s = StepSettings(row_tokens=4096, rows_per_micro_batch=1, context_loss_weight=weight)
+    stats = accumulate_gradients(model, None, eps, s, "sdpa", loss_name="sft")
+    policy, context = _nll_by_hand(model, eps)
+    assert stats["loss"] == pytest.approx(policy + weight * context, rel=1e-9)
+
+
+def test_context_loss_never_reaches_the_rl_loss():
+    tok = tiny_tokenizer()
+    eps = _eps(tok, n=3)
+    losses = []
+    for weight in (0.0, 1.0):
+        s = StepSettings(row_tokens=4096, context_loss_weight=weight)
+        losses.append(accumulate_gradients(tiny_model(tok, dtype=torch.float64), None, eps, s, "sdpa")["loss"])
+    assert losses[0] == losses[1]

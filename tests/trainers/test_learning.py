@@ -1,7 +1,7 @@
 """A seeded learning test: SFT on noisy demonstrations, then GRPO raises the reward within seconds on CPU.
 
-The env is the test fake (not an authored domain): a tiny model trained from scratch on the authored
-domains does not reach a non-zero reward within a test's CPU budget (see docs/trainer.md). Here the
+The env is the test fake (not an authored domain): on WarehouseReceiving the CPU demo measures the same
+effect, but it takes about 10 minutes, too long for the suite (see docs/trainer.md). Here the
 demonstrator submits the wrong colour on half of the tasks, so the SFT policy is right about half the
 time; RL must unlearn the systematic mistake. Two seeds: with 16 steps one sampling stream passed and
 another did not, so the test runs 24 steps and checks both.

@@ -73,7 +73,7 @@ def _evaluate(policy, pool, tokenizer, cfg: TrainConfig) -> dict[str, float]:
     return eval_metrics(episodes)
 
 
-def _plot(history: list[dict[str, float]], val: list[tuple[int, float]], path: Path) -> None:
+def _plot(history: list[dict[str, float]], val: list[tuple[int, float, float]], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -81,12 +81,15 @@ def _plot(history: list[dict[str, float]], val: list[tuple[int, float]], path: P
 
     steps = [h["step"] for h in history]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, [h["rollout/reward/mean"] for h in history], label="train reward (mean)")
+    rewards = [h["rollout/reward/mean"] for h in history]
+    ax.plot(steps, rewards, label="train reward (mean)")
     ax.plot(steps, [h["rollout/success_rate"] for h in history], label="train success rate")
     if val:
-        ax.plot([s for s, _ in val], [v for _, v in val], "o-", label="val task success")
+        ax.plot([v[0] for v in val], [v[2] for v in val], "s-", label="val reward (mean)")
+        ax.plot([v[0] for v in val], [v[1] for v in val], "o-", label="val task success")
     ax.set_xlabel("RL step")
-    ax.set_ylim(-0.05, 1.05)
+    low = min([0.0] + rewards + [v[2] for v in val])  # dense rewards go negative with shaping penalties
+    ax.set_ylim(low - 0.05, 1.05)
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -177,7 +180,7 @@ def train(
         if cfg.env.allow_restricted_training:
             tracker.set_tag("override/allow_restricted_training", "true")
             log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
-        val_curve: list[tuple[int, float]] = []
+        val_curve: list[tuple[int, float, float]] = []  # (step, task success, reward) on the held-out split
 
         # ---- supervised warm start ----
         if ckpt is None and cfg.sft.num_episodes > 0:
@@ -223,7 +226,7 @@ def train(
             result.val_before = _evaluate(policy, pool, tokenizer, cfg) if cfg.eval_num_tasks else {}
             if result.val_before:
                 tracker.log_eval(result.val_before, 0)
-                val_curve.append((0, result.val_before["val/task_success_rate"]))
+                val_curve.append((0, result.val_before["val/task_success_rate"], result.val_before["val/reward/mean"]))
                 print(f"held-out success before RL: {result.val_before['val/task_success_rate']:.3f}")
         result.history = history
 
@@ -299,8 +302,8 @@ def train(
             if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps and cfg.eval_num_tasks:
                 val = _evaluate(policy, pool, tokenizer, cfg)
                 tracker.log_eval(val, step + 1)
-                val_curve.append((step + 1, val["val/task_success_rate"]))
-                if divergence_warning([h["rollout/reward/mean"] for h in history], [v for _, v in val_curve]):
+                val_curve.append((step + 1, val["val/task_success_rate"], val["val/reward/mean"]))
+                if divergence_warning([h["rollout/reward/mean"] for h in history], [v[1] for v in val_curve]):
                     metrics["warnings/reward_up_val_down"] = 1.0
                     tracker.set_tag("warning/reward_up_val_down", f"step {step + 1}")
                     log.warning("training reward rising while validation success falls (step %d)", step + 1)
@@ -326,7 +329,7 @@ def train(
         if cfg.eval_num_tasks:
             result.val_after = _evaluate(policy, pool, tokenizer, cfg)
             tracker.log_eval(result.val_after, cfg.steps)
-            val_curve.append((cfg.steps, result.val_after["val/task_success_rate"]))
+            val_curve.append((cfg.steps, result.val_after["val/task_success_rate"], result.val_after["val/reward/mean"]))
             print(
                 f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
                 f"after RL: {result.val_after['val/task_success_rate']:.3f}"

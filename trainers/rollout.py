@@ -72,7 +72,7 @@ def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] 
     return make
 
 
-def _success(reward: float, components: dict[str, float], episode_info: dict[str, Any]) -> bool:
+def episode_success(reward: float, components: dict[str, float], episode_info: dict[str, Any]) -> bool:
     """Task success as the independent evaluator judges the env's episode record (fallbacks for other envs)."""
     try:
         from sopgym.evaluation import score_record
@@ -172,7 +172,7 @@ def collect(
                 ep.truncation_cause = info.get("truncation_cause") or (None if terminated else "unknown")
                 ep.reward_components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()}
                 ep.episode_info = dict(info.get("episode") or {})
-                ep.success = _success(ep.reward, ep.reward_components, ep.episode_info)
+                ep.success = episode_success(ep.reward, ep.reward_components, ep.episode_info)
                 builder.close()
                 continue
             messages = info["messages"]

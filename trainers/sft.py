@@ -14,7 +14,7 @@ import torch
 
 from .episodes import Episode, EpisodeBuilder
 from .optimise import StepSettings, optimiser_step
-from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed, _success
+from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed, episode_success
 
 
 def default_oracle():
@@ -52,7 +52,7 @@ def collect_trajectories(
                 messages.extend(dict(m) for m in info["messages"][seen + 1 :])
                 seen = len(info["messages"])
         episode_info = info.get("episode") or {}
-        success = _success(reward, episode_info.get("reward_components") or {}, episode_info)
+        success = episode_success(reward, episode_info.get("reward_components") or {}, episode_info)
         out.append({"messages": messages, "tools": tools, "reward": reward, "success": success, "task_id": str(info.get("task_id"))})
     return out
 

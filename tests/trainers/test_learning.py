@@ -1,10 +1,9 @@
-"""A seeded learning test: SFT on noisy demonstrations, then GRPO raises the reward within seconds on CPU.
+"""Seeded learning tests: GRPO after SFT raises the reward, on the test fake env and on an authored domain.
 
-The env is the test fake (not an authored domain): on WarehouseReceiving the CPU demo measures the same
-effect, but it takes about 10 minutes, too long for the suite (see docs/trainer.md). Here the
-demonstrator submits the wrong colour on half of the tasks, so the SFT policy is right about half the
-time; RL must unlearn the systematic mistake. Two seeds: with 16 steps one sampling stream passed and
-another did not, so the test runs 24 steps and checks both.
+The fake-env test takes seconds: its demonstrator submits the wrong colour on half of the tasks, so the
+SFT policy is right about half the time, and RL must unlearn the systematic mistake. Two seeds: with
+16 steps one sampling stream passed and another did not, so it runs 24 steps and checks both. The
+authored-domain test is the CPU demo's recipe cut to 8 GRPO steps (slow: about 9 minutes).
 """
 
 import math
@@ -44,3 +43,25 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
     pooled = (first + last) / 2
     z = (last - first) / math.sqrt(pooled * (1 - pooled) * 2 / n)
     assert last > first + 0.15 and z > 1.96, (rewards, z)
+
+
+@pytest.mark.slow
+def test_grpo_raises_held_out_reward_on_an_authored_domain(tmp_path):
+    """The CPU demo's recipe on WarehouseReceiving, cut to 8 GRPO steps (about 9 minutes on 2 cores).
+
+    After SFT on whole oracle demonstrations the greedy policy's replies are mostly invalid; 8 GRPO
+    steps must make them valid and raise the held-out reward (measured: -0.34 -> 0.22, invalid
+    replies 87% -> 0%). Held-out task success is not asserted: it stays 0 (docs/trainer.md).
+    """
+    from pathlib import Path
+
+    demo = Path(__file__).resolve().parents[2] / "configs" / "demo-cpu.yaml"
+    cfg = load_config(str(demo), [
+        "steps=8", "eval_every=0", "checkpoint_every=0", f"run_dir={tmp_path}", "progress=false", "plot=false",
+        "tracking.enabled=false",
+    ])
+    result = train(cfg)
+    before, after = result.val_before, result.val_after
+    assert after["val/reward/mean"] > before["val/reward/mean"] + 0.3, (before, after)
+    assert after["val/invalid_action_rate"] < before["val/invalid_action_rate"] - 0.5, (before, after)
+    assert after["val/field_accuracy"] > before["val/field_accuracy"] + 0.1, (before, after)

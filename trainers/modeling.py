@@ -94,6 +94,7 @@ def token_logprobs(
     temperature: float = 1.0,
     with_entropy: bool = False,
     select_BT: torch.Tensor | None = None,
+    entropy_select_BT: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every target token under ``model`` at ``temperature``: ``logp_BT`` (and ``entropy_BT``).
 
@@ -101,6 +102,7 @@ def token_logprobs(
     output head runs only on the selected positions (the policy tokens: a few percent of an episode),
     which saves the ``[B, T, V]`` logits; other positions hold 0. Without it every position is computed.
     (Models with a final logit soft-cap are not special-cased on the selected path.)
+    ``entropy_select_BT`` (a subset of ``select_BT``) limits the entropy to those positions.
     """
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
@@ -118,12 +120,14 @@ def token_logprobs(
         logits_NV = model.get_output_embeddings()(hidden_BTH.reshape(num_B * num_T, -1)[select_N])
     logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
     logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1)[select_N].unsqueeze(-1)).squeeze(-1)
-    logp_BT = logp_N.new_zeros(num_B * num_T)
-    logp_BT = logp_BT.index_put((select_N.nonzero().squeeze(-1),), logp_N).reshape(num_B, num_T)
+    rows_N = select_N.nonzero().squeeze(-1)
+    logp_BT = logp_N.new_zeros(num_B * num_T).index_put((rows_N,), logp_N).reshape(num_B, num_T)
     entropy_BT = None
     if with_entropy:
         with torch.no_grad():
+            if entropy_select_BT is not None:
+                keep_N = entropy_select_BT.to(device).reshape(-1)[select_N]
+                logprobs_NV, rows_N = logprobs_NV[keep_N], rows_N[keep_N]
             entropy_N = -(logprobs_NV.exp() * logprobs_NV).sum(-1)
-            entropy_BT = entropy_N.new_zeros(num_B * num_T).index_put((select_N.nonzero().squeeze(-1),), entropy_N)
-            entropy_BT = entropy_BT.reshape(num_B, num_T)
+            entropy_BT = entropy_N.new_zeros(num_B * num_T).index_put((rows_N,), entropy_N).reshape(num_B, num_T)
     return logp_BT, entropy_BT

@@ -88,10 +88,13 @@ def accumulate_gradients(
     for micro_rows in packing.split_rows(rows, s.rows_per_micro_batch):
         batch = packing.collate(seqs, micro_rows)
         num_positions += attention.computed_positions(batch, backend)
-        select_BT = batch.fields_BT["mask"] > 0  # the output head runs on policy tokens only
+        policy_BT = batch.fields_BT["mask"] > 0
+        select_BT = policy_BT  # the output head runs on policy tokens only (and SFT context targets)
         if "ctx" in batch.fields_BT:
-            select_BT = select_BT | (batch.fields_BT["ctx"] > 0)
-        logp_BT, entropy_BT = token_logprobs(model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT)
+            select_BT = policy_BT | (batch.fields_BT["ctx"] > 0)
+        logp_BT, entropy_BT = token_logprobs(
+            model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT, entropy_select_BT=policy_BT
+        )
         f = {k: v.to(device=device, dtype=logp_BT.dtype) for k, v in batch.fields_BT.items()}
         mask_BT = f["mask"]
         if sft:

@@ -124,9 +124,7 @@ def train(
     # ---- environments and the token counter they budget with ----
     tokenizer_box: list[Any] = []
 
-    def length_fn(text: str) -> int:
-        if not tokenizer_box:  # oracle demonstrations are collected before the BPE exists: count characters
-            return len(text)
+    def length_fn(text: str) -> int:  # used once the tokenizer exists (demonstrations have their own pool)
         return len(tokenizer_box[0](text, add_special_tokens=False)["input_ids"])
 
     env_kwargs = {
@@ -190,7 +188,7 @@ def train(
             result.demonstrations = demo_stats
             tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)
-            sft_settings = _replace(settings, cfg.sft.context_loss_weight)
+            sft_settings = _sft_settings(settings, cfg.sft.context_loss_weight)
             def on_sft_step(i: int, st: dict[str, float]) -> None:
                 tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)
                 log.info("sft step %d: loss %.3f, %.0f tokens/s", i, st["loss"], st["tokens_per_s"])
@@ -351,7 +349,7 @@ def train(
             tracker.end(status)
 
 
-def _replace(settings: StepSettings, context_loss_weight: float = 0.0) -> StepSettings:
+def _sft_settings(settings: StepSettings, context_loss_weight: float) -> StepSettings:
     import dataclasses
 
     return dataclasses.replace(settings, temperature=1.0, aggregation="token", context_loss_weight=context_loss_weight)

@@ -34,7 +34,7 @@ import ledger_program as lp  # noqa: E402
 from sopgym.sandboxes.base import StatefulProgram  # noqa: E402
 from sopgym.sandboxes.docker import DockerStatefulBackend, image_tag  # noqa: E402
 from sopgym.sandboxes.docker.channel import Channel  # noqa: E402
-from sopgym.sandboxes.docker.policy import SandboxPolicy  # noqa: E402
+from sopgym.sandboxes.docker.hardening import ContainerHardening  # noqa: E402
 from sopgym.sandboxes.docker.pool import ContainerPool, connect, destroy, start_container  # noqa: E402
 from sopgym.sandboxes.inprocess import InProcessBackend  # noqa: E402
 
@@ -55,7 +55,7 @@ def timed(fn, n: int) -> list[float]:
     return out
 
 
-def echo_channel(client, policy: SandboxPolicy):
+def echo_channel(client, policy: ContainerHardening):
     """A container of the same image running ``cat`` as main process, attached the same way."""
     opts = policy.container_options(image=image_tag(), name=f"sopgym-bench-echo-{uuid.uuid4().hex[:8]}",
                                     role="bench", session="bench", command=["cat"])
@@ -119,7 +119,7 @@ def main() -> int:
     args = parser.parse_args()
 
     client = connect()
-    policy = SandboxPolicy()
+    policy = ContainerHardening()
     pool = ContainerPool(client, image_tag(), policy, "stateful")
     try:
         backend = DockerStatefulBackend(pool=pool)

@@ -11,6 +11,7 @@ rendered as text. The whole chat, system message with the SOP included, is ``inf
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -119,7 +120,6 @@ class SOPEnv(gym.Env):
         self._tools = [t.openai_schema() for t in self.pack.tools] + [self.pack.submit_spec().openai_schema()]
         self._system = rendering.system_message(self.pack)
         self._toolbox: ToolBox | None = None
-        self._runner = None  # the verifiable tier's CodeRunner, created on first use
         self._task: Task | None = None
         self._done = True
 
@@ -133,7 +133,7 @@ class SOPEnv(gym.Env):
         task = self._pick_task(options)
         if self._toolbox is None:
             self._toolbox = self._make_toolbox()
-        self._toolbox.start_episode(self.pack.episode_spec(task))
+        self._toolbox.start_episode(self.pack.sandbox_episode(task))
 
         self._task = task
         self._done = False
@@ -226,9 +226,6 @@ class SOPEnv(gym.Env):
         if self._toolbox is not None:
             self._toolbox.close()
             self._toolbox = None
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
         self._task = None
         self._done = True
         super().close()
@@ -248,18 +245,10 @@ class SOPEnv(gym.Env):
         stateful = None
         if self.pack.program is not None:
             stateful = make_stateful_backend(self.sandbox, **self.sandbox_options)
-        verifiable = None
+        code_runner = None
         if self.pack.verifiable is not None:
-            handler = self.pack.verifiable
-
-            def verifiable(name, args, episode, _stateful):
-                # Created on first use: an env whose agent never runs code needs no runner. A runner
-                # that cannot start raises SandboxError, which the ToolBox reports as ERROR_SANDBOX.
-                if self._runner is None:
-                    self._runner = make_code_runner(self.code_runner)
-                return handler(self._runner, name, args, episode)
-
-        return ToolBox(self.pack.tools, stateful=stateful, verifiable=verifiable)
+            code_runner = functools.partial(make_code_runner, self.code_runner)
+        return ToolBox(self.pack.tools, stateful=stateful, verifiable=self.pack.verifiable, code_runner=code_runner)
 
     def _run_calls(self, reply):
         """Run the reply's calls in order. Returns (assistant msg, result msgs, call records, statuses, submitted)."""

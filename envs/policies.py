@@ -26,7 +26,7 @@ import numpy as np
 from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack, ToolCall, ToolError
 from sopgym.sop_tasks.registry import get_pack
 
-__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "InputsOnlyPolicy", "POLICIES", "make_policy", "format_call"]
+__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "InputsOnlyPolicy", "POLICIES", "make_policy", "register_policy", "format_call"]
 
 
 def format_call(name: str, arguments: Mapping[str, Any]) -> str:
@@ -225,17 +225,18 @@ class InputsOnlyPolicy(Policy):
         return format_call(SUBMIT_TOOL, self._answer)
 
 
-def _groundtruth_replay(**kwargs: Any) -> Policy:
-    """SOP-Bench plumbing baseline (imported lazily: the adapter imports this module)."""
-    from sopgym.sop_tasks.sopbench.policy import GroundTruthReplayPolicy
-
-    return GroundTruthReplayPolicy(**kwargs)
-
-
 POLICIES: dict[str, Callable[..., Policy]] = {
     "oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "inputs-only": InputsOnlyPolicy,
-    "groundtruth-replay": _groundtruth_replay,
 }
+
+
+def register_policy(name: str, factory: Callable[..., Policy]) -> None:
+    """Make ``make_policy(name)`` build ``factory(**kwargs)``; task sources add their own baselines this way
+    (the SOP-Bench adapter registers ``groundtruth-replay`` when it is imported)."""
+    existing = POLICIES.get(name)
+    if existing is not None and existing is not factory:
+        raise ValueError(f"a policy named {name!r} is already registered ({existing!r})")
+    POLICIES[name] = factory
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:

@@ -6,9 +6,9 @@ Never imports gymnasium, envs or trainers: a backend knows tools and state only.
 from .base import (
     ERROR_KEY,
     CodeRunner,
-    EpisodeSpec,
     ExecResult,
     Outcome,
+    SandboxEpisode,
     SandboxError,
     SandboxTimeout,
     SandboxUnavailable,
@@ -24,7 +24,7 @@ from .schema import SchemaError, validate
 from .toolbox import ToolBox
 
 __all__ = [
-    "ERROR_KEY", "CodeRunner", "EpisodeSpec", "ExecResult", "InProcessBackend", "Outcome",
+    "ERROR_KEY", "CodeRunner", "SandboxEpisode", "ExecResult", "InProcessBackend", "Outcome",
     "SandboxError", "SandboxTimeout", "SandboxUnavailable", "SchemaError", "StatefulBackend",
     "StatefulProgram", "Tier", "ToolBox", "ToolResult", "ToolSpec", "canonical_args", "validate",
 ]

@@ -31,7 +31,7 @@ __all__ = [
     "ToolSpec",
     "Outcome",
     "ToolResult",
-    "EpisodeSpec",
+    "SandboxEpisode",
     "StatefulProgram",
     "StatefulBackend",
     "ExecResult",
@@ -171,7 +171,7 @@ class StatefulProgram:
 
 
 @dataclass(frozen=True)
-class EpisodeSpec:
+class SandboxEpisode:
     """Everything a backend needs to answer one episode's calls (no chat, no answer)."""
 
     key: str  # task id, used in logs and labels only

@@ -8,13 +8,14 @@ anything the policy did. Infrastructure failures of a backend (:class:`SandboxEr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .base import (
     ERROR_KEY,
-    EpisodeSpec,
+    CodeRunner,
     Outcome,
+    SandboxEpisode,
     SandboxError,
     StatefulBackend,
     Tier,
@@ -33,14 +34,20 @@ class ToolBox:
     Args:
         specs: the domain's tools (the submit tool is the env's business, not a ToolBox tool).
         stateful: backend for stateful tools; required when any spec has tier ``stateful``.
-        verifiable: callable ``(name, args, episode, stateful) -> ToolResult`` for the verifiable tier.
+        verifiable: the verifiable tier's handler, ``(code_runner, name, args, episode) -> ToolResult``
+            (a domain pack's ``verifiable``).
+        code_runner: a :class:`CodeRunner`, or a zero-argument factory of one. A factory is called on the
+            first verifiable call (an episode whose agent never runs code starts no runner); a runner
+            that cannot start raises :class:`SandboxError`, reported as ``SANDBOX_ERROR``. The tool box
+            closes the runner it holds.
     """
 
     def __init__(
         self,
         specs: Sequence[ToolSpec],
         stateful: StatefulBackend | None = None,
-        verifiable: Any = None,
+        verifiable: Callable[..., ToolResult] | None = None,
+        code_runner: CodeRunner | Callable[[], CodeRunner] | None = None,
     ) -> None:
         self.specs = {spec.name: spec for spec in specs}
         if len(self.specs) != len(specs):
@@ -49,9 +56,11 @@ class ToolBox:
             raise ValueError("stateful tools need a stateful backend")
         self.stateful = stateful
         self.verifiable = verifiable
-        self._episode: EpisodeSpec | None = None
+        self._code_runner: CodeRunner | None = code_runner if isinstance(code_runner, CodeRunner) else None
+        self._make_code_runner: Callable[[], CodeRunner] | None = None if self._code_runner else code_runner
+        self._episode: SandboxEpisode | None = None
 
-    def start_episode(self, episode: EpisodeSpec) -> None:
+    def start_episode(self, episode: SandboxEpisode) -> None:
         self._episode = episode
         if self.stateful is not None and episode.program is not None:
             self.stateful.start_episode(episode.program, episode.initial_state or {})
@@ -78,9 +87,11 @@ class ToolBox:
                 return self._replay(spec, args)
             if spec.tier is Tier.STATEFUL:
                 return self.stateful.call(name, args)
-            if self.verifiable is None:
+            if self.verifiable is None or (self._code_runner is None and self._make_code_runner is None):
                 return ToolResult(Outcome.SANDBOX_ERROR, error=f"no runner configured for verifiable tool {name!r}")
-            return self.verifiable(name, args, self._episode, self.stateful)
+            if self._code_runner is None:
+                self._code_runner = self._make_code_runner()
+            return self.verifiable(self._code_runner, name, args, self._episode)
         except SandboxError as exc:
             return ToolResult(Outcome.SANDBOX_ERROR, error=f"sandbox failure: {exc}")
 
@@ -102,4 +113,7 @@ class ToolBox:
     def close(self) -> None:
         if self.stateful is not None:
             self.stateful.close()
+        if self._code_runner is not None:
+            self._code_runner.close()
+            self._code_runner = None
         self._episode = None

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sopgym.sandboxes import EpisodeSpec, StatefulProgram, Tier, ToolSpec
+from sopgym.sandboxes import SandboxEpisode, StatefulProgram, Tier, ToolSpec
 from sopgym.sandboxes.schema import check_schema
 
 __all__ = [
@@ -182,7 +182,7 @@ class DomainPack:
     format_inputs: Callable[[Mapping[str, Any]], str] | None = None
     #: Env ids are ``<namespace>/<name>-v<version>``: ``sopgym`` for ours, ``sopbench`` for adapted ones.
     namespace: str = "sopgym"
-    #: Verifiable tier: ``(runner: CodeRunner, name, args, episode: EpisodeSpec) -> ToolResult``.
+    #: Verifiable tier: ``(runner: CodeRunner, name, args, episode: SandboxEpisode) -> ToolResult``.
     verifiable: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
@@ -235,8 +235,8 @@ class DomainPack:
             raise ValueError(f"split {split!r} is unlimited: pass n")
         return content_hash([self.task(split, i).to_json() for i in range(count)])
 
-    def episode_spec(self, task: Task) -> EpisodeSpec:
-        return EpisodeSpec(key=task.task_id, replay=task.replay, program=self.program, initial_state=task.initial_state)
+    def sandbox_episode(self, task: Task) -> SandboxEpisode:
+        return SandboxEpisode(key=task.task_id, replay=task.replay, program=self.program, initial_state=task.initial_state)
 
     def _check_split(self, split: str) -> None:
         if split not in SPLITS:

@@ -10,15 +10,11 @@ from .pack import DomainPack
 
 __all__ = ["get_pack", "all_packs", "register_pack"]
 
-#: Subpackages of ``sopgym.sop_tasks`` that are not authored domains.
-_NOT_DOMAINS = frozenset({"sopbench"})
-
-
 def _authored_modules() -> list[str]:
     """Every subpackage of sop_tasks that defines ``PACK``, in name order (deterministic)."""
     import sopgym.sop_tasks as root
 
-    return sorted(m.name for m in pkgutil.iter_modules(root.__path__) if m.ispkg and m.name not in _NOT_DOMAINS)
+    return sorted(m.name for m in pkgutil.iter_modules(root.__path__) if m.ispkg)
 
 _PACKS: dict[str, DomainPack] = {}
 _loaded_authored = False

@@ -23,7 +23,7 @@ def _register_sopbench_from_env() -> None:
     import warnings
 
     try:
-        from sopgym.sop_tasks.sopbench import register as _register
+        from sopgym.sopbench import register as _register
 
         report = _register(path)
     except Exception as exc:  # noqa: BLE001 - a broken checkout must not break `import sopgym`

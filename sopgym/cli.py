@@ -94,6 +94,7 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                     "(see docs/evaluation.md) from the episode records.",
     )
     parser.add_argument("--env", required=True, help="env id, e.g. sopgym/WarehouseReceiving-v0 (see `sopgym list`)")
+    import sopgym.sopbench  # noqa: F401  (registers its groundtruth-replay baseline policy)
     from sopgym.envs.policies import POLICIES
 
     parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES),
@@ -362,17 +363,17 @@ class LazyCommand:
 
 
 LAZY_COMMANDS: dict[str, LazyCommand] = {
-    "train": LazyCommand("sopgym.trainers.cli", "main", "main", "train a policy (needs the train extras)",
+    "train": LazyCommand("sopgym.trainers.train_command", "main", "main", "train a policy (needs the train extras)",
                          "pip install 'sopgym[train]'"),
-    "sandbox": LazyCommand("sopgym.sandboxes.docker.cli", "add_sandbox_cli", "parser",
+    "sandbox": LazyCommand("sopgym.sandboxes.docker.sandbox_command", "add_sandbox_cli", "parser",
                            "Docker sandbox image and containers: build, status, gc", "pip install 'sopgym[docker]'"),
-    "sopbench": LazyCommand("sopgym.sop_tasks.sopbench.cli", "add_sopbench_cli", "parser",
+    "sopbench": LazyCommand("sopgym.sopbench.sopbench_command", "add_sopbench_cli", "parser",
                             "load, record and check a SOP-Bench checkout", "pip install 'sopgym[sopbench]'"),
-    "validate-domain": LazyCommand("sopgym.sop_tasks.quality", "add_validate_domain_cli", "parser",
+    "validate-domain": LazyCommand("sopgym.authoring.quality", "add_validate_domain_cli", "parser",
                                    "run the quality checks of a domain pack", "pip install sopgym"),
-    "domains-table": LazyCommand("sopgym.sop_tasks.quality", "add_domains_table_cli", "parser",
+    "domains-table": LazyCommand("sopgym.authoring.quality", "add_domains_table_cli", "parser",
                                  "validate every authored domain and write docs/domains.md", "pip install sopgym"),
-    "new-domain": LazyCommand("sopgym.sop_tasks.scaffold", "add_new_domain_cli", "parser",
+    "new-domain": LazyCommand("sopgym.authoring.scaffold", "add_new_domain_cli", "parser",
                               "scaffold a domain pack that passes validate-domain", "pip install sopgym"),
 }
 

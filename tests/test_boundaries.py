@@ -21,9 +21,15 @@ def _imports(folder):
     return found
 
 
+_ABOVE_TASKS = ("sopgym.envs", "sopgym.authoring", "sopgym.sopbench", "sopgym.evaluation", "sopgym.trainers")
+
+
 @pytest.mark.parametrize("folder,forbidden", [
-    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "torch")),
-    ("envs", ("torch", "transformers", "sopgym.trainers")),
+    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch")),
+    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring")),
+    # Task sources sit below the envs: a pack that imported an env (or the tools that run envs) would
+    # bring back the import cycle that lazy imports used to paper over.
+    ("sop_tasks", _ABOVE_TASKS + ("gymnasium",)),
     ("sopgym/evaluation", ("sopgym.envs.reward",)),
     ("trainers", ("sopgym.sandboxes",)),
 ])
@@ -44,3 +50,30 @@ def test_import_and_make_need_only_gymnasium_and_numpy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("folder", ["envs", "sandboxes", "sop_tasks", "trainers", "sopgym", "tests", "benchmarks"])
+def test_code_imports_the_sopgym_root_never_a_bare_top_level_folder(folder):
+    bare = ("envs", "sandboxes", "sop_tasks", "trainers")
+    bad = sorted((f, m) for f, m in _imports(folder) if any(m == b or m.startswith(b + ".") for b in bare))
+    assert bad == [], "import sopgym.<folder>, not the folder itself (it would load a second copy of each module)"
+
+
+def test_sopgym_envs_imports_from_a_plain_checkout_without_installing():
+    """With only the repository root on the path (no editable-install hook: ``-S`` skips .pth files),
+    plain Python finds ``sopgym.envs`` etc. in the checkout; static tools follow the same links."""
+    import sysconfig
+
+    code = (
+        "import sys\n"
+        f"sys.path[:0] = [{str(REPO)!r}]\n"
+        f"sys.path.append({sysconfig.get_paths()['purelib']!r})\n"
+        "import sopgym.envs, sopgym.sandboxes, sopgym.sop_tasks, sopgym.trainers, sopgym.sopbench, sopgym.authoring\n"
+        "print(sopgym.envs.__file__)\n"
+    )
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(REPO), env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(REPO / "sopgym" / "envs" / "__init__.py")
+    for folder in ("envs", "sandboxes", "sop_tasks", "trainers"):
+        assert (REPO / "sopgym" / folder).resolve() == (REPO / folder).resolve()

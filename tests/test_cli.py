@@ -216,7 +216,7 @@ def test_sopbench_hook_hands_over_to_the_adapter_parser(capsys):
 
 def test_lazy_modules_are_not_imported_for_other_commands():
     code = ("import sys; from sopgym.cli import main; main(['list']); "
-            "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.cli', 'sopgym.sop_tasks.sopbench.cli') "
+            "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.train_command', 'sopgym.sopbench.sopbench_command') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

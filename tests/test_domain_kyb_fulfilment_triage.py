@@ -12,7 +12,7 @@ from sopgym.sop_tasks.registry import get_pack
 
 def _box(pack, task) -> ToolBox:
     box = ToolBox(pack.tools, stateful=make_stateful_backend("inprocess") if pack.program else None)
-    box.start_episode(pack.episode_spec(task))
+    box.start_episode(pack.sandbox_episode(task))
     return box
 
 

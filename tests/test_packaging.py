@@ -1,6 +1,7 @@
 """The package installs non-editable, imports from site-packages, and registers every env."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("installed")
-    wheels, site = tmp / "wheels", tmp / "site"
+    wheels, site, source = tmp / "wheels", tmp / "site", tmp / "source"
+    # Build from a clean copy: an in-tree build reuses a stale build/lib and can ship deleted modules.
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".tox", "build", "dist", "*.egg-info", "__pycache__", "runs", ".hypothesis"))
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr

@@ -1,4 +1,4 @@
-"""Domain quality checks (sop_tasks/quality.py), the scaffold (sop_tasks/scaffold.py) and the inputs-only baseline.
+"""Domain quality checks (sopgym/authoring/quality.py), the scaffold (sopgym/authoring/scaffold.py) and the inputs-only baseline.
 
 Each negative test breaks one property of a known-good pack (the scaffold) and checks that exactly
 the matching check fails.
@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from sopgym.sop_tasks.quality import load_pack_from_path, validate_pack
-from sopgym.sop_tasks.scaffold import new_domain
+from sopgym.authoring.quality import load_pack_from_path, validate_pack
+from sopgym.authoring.scaffold import new_domain
 
 SMALL = {"train_tasks": 30}
 

@@ -7,9 +7,9 @@ import pytest
 
 from sopgym.sandboxes import (
     ERROR_KEY,
-    EpisodeSpec,
     InProcessBackend,
     Outcome,
+    SandboxEpisode,
     SandboxError,
     StatefulProgram,
     Tier,
@@ -47,7 +47,7 @@ def program():
 
 
 def episode(program=None, state=None, replay=None):
-    return EpisodeSpec("t/0", replay=replay or {}, program=program, initial_state=state)
+    return SandboxEpisode("t/0", replay=replay or {}, program=program, initial_state=state)
 
 
 def test_replay_hit_is_keyed_by_canonical_coerced_arguments():

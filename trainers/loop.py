@@ -27,11 +27,11 @@ import torch
 
 from . import attention, checkpoint
 from .config import TrainConfig, config_to_dict, flatten
-from .metrics import assign_advantages, divergence_warning, eval_metrics, rollout_metrics
 from .modeling import load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, optimiser_step
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, collect, group_spec_list, gym_env_factory
+from .rollout_metrics import assign_advantages, divergence_warning, eval_metrics, rollout_metrics
 from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
 

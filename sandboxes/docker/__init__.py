@@ -13,14 +13,14 @@ is what :mod:`sopgym.sandboxes.factory` turns into ``SandboxUnavailable``.
 import docker as _docker_sdk  # noqa: F401 - fail at import when the optional SDK is missing
 
 from .backend import DockerCodeRunner, DockerStatefulBackend
-from .cli import gc, status
 from .errors import ChannelTimeout, ContainerLost, DaemonUnreachable, ImageMissing, ProgramError
+from .hardening import ContainerHardening
 from .image import build_image, image_tag
-from .policy import SandboxPolicy
 from .pool import ContainerPool, reap, shutdown
+from .sandbox_command import gc, status
 
 __all__ = [
-    "DockerStatefulBackend", "DockerCodeRunner", "SandboxPolicy", "ContainerPool", "build_image", "image_tag",
+    "DockerStatefulBackend", "DockerCodeRunner", "ContainerHardening", "ContainerPool", "build_image", "image_tag",
     "status", "gc", "reap", "shutdown", "DaemonUnreachable", "ImageMissing", "ContainerLost", "ChannelTimeout",
     "ProgramError",
 ]

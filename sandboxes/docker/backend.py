@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..base import CodeRunner, ExecResult, Outcome, StatefulBackend, StatefulProgram, ToolResult
-from . import policy as pol
+from . import hardening
 from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
 from .image import image_exists, image_tag
 from .pool import ContainerPool, SandboxContainer, connect, shared_pool
@@ -67,7 +67,7 @@ def _ensure_program(box: SandboxContainer, program: StatefulProgram, timeout: fl
     return sha
 
 
-def _pool_for(role: str, image: str | None, policy: pol.SandboxPolicy | None, pool: ContainerPool | None,
+def _pool_for(role: str, image: str | None, policy: hardening.ContainerHardening | None, pool: ContainerPool | None,
               base_url: str | None, check_image: bool) -> ContainerPool:
     if pool is not None:
         return pool
@@ -78,7 +78,7 @@ def _pool_for(role: str, image: str | None, policy: pol.SandboxPolicy | None, po
             f"sandbox image {image} is not built on this daemon (expected the tag for this code's content hash); "
             "run `sopgym sandbox build` or `bash scripts/docker_setup.sh`"
         )
-    return shared_pool(client, base_url, image, policy or pol.SandboxPolicy(), role)
+    return shared_pool(client, base_url, image, policy or hardening.ContainerHardening(), role)
 
 
 class DockerStatefulBackend(StatefulBackend):
@@ -98,7 +98,7 @@ class DockerStatefulBackend(StatefulBackend):
         ImageMissing: the image is not built.
     """
 
-    def __init__(self, *, image: str | None = None, policy: pol.SandboxPolicy | None = None,
+    def __init__(self, *, image: str | None = None, policy: hardening.ContainerHardening | None = None,
                  pool: ContainerPool | None = None, base_url: str | None = None, call_timeout_s: float = 5.0,
                  load_timeout_s: float = 30.0, keep_warm: bool = True) -> None:
         self.pool = _pool_for("stateful", image, policy, pool, base_url, check_image=pool is None)
@@ -188,7 +188,7 @@ class DockerCodeRunner(CodeRunner):
             and :class:`ChannelTimeout` raised (the server's own deadline normally fires first).
     """
 
-    def __init__(self, *, image: str | None = None, policy: pol.SandboxPolicy | None = None,
+    def __init__(self, *, image: str | None = None, policy: hardening.ContainerHardening | None = None,
                  pool: ContainerPool | None = None, base_url: str | None = None,
                  output_cap_bytes: int = 64 * 1024, grace_s: float = 5.0) -> None:
         self.pool = _pool_for("runner", image, policy, pool, base_url, check_image=pool is None)

@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import policy as pol
+from . import hardening
 from .channel import Channel
 from .errors import DaemonUnreachable, ImageMissing, SandboxError
 
@@ -113,7 +113,7 @@ class SandboxContainer:
             log.debug("kill %s: %s", self.name, exc)
 
 
-def start_container(client, image: str, policy: pol.SandboxPolicy, role: str, *, start_timeout: float = 30.0,
+def start_container(client, image: str, policy: hardening.ContainerHardening, role: str, *, start_timeout: float = 30.0,
                     verify: bool = True) -> SandboxContainer:
     """Create, start and attach one container; wait for the server's hello.
 
@@ -145,7 +145,7 @@ def start_container(client, image: str, policy: pol.SandboxPolicy, role: str, *,
     cid = created["Id"]
     try:
         if verify:
-            problems = pol.audit(client.api.inspect_container(cid))
+            problems = hardening.audit(client.api.inspect_container(cid))
             if problems and not policy.loosenings():
                 raise SandboxError(f"container {name} is weaker than the policy: {'; '.join(problems)}")
         sock = client.api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
@@ -262,16 +262,16 @@ def reap(client=None, *, now: float | None = None, include_own: bool = False) ->
     now = time.time() if now is None else now
     host = socket.gethostname()
     removed = []
-    for c in client.api.containers(all=True, filters={"label": f"{pol.MANAGED}=1"}):
+    for c in client.api.containers(all=True, filters={"label": f"{hardening.MANAGED}=1"}):
         labels = c.get("Labels") or {}
         name = (c.get("Names") or ["?"])[0].lstrip("/")
         try:
-            expires = float(labels.get(pol.EXPIRES, "0"))
+            expires = float(labels.get(hardening.EXPIRES, "0"))
         except ValueError:
             expires = 0.0
-        own = labels.get(pol.OWNER_HOST) == host and labels.get(pol.OWNER_PID) == str(os.getpid())
-        owner_gone = labels.get(pol.OWNER_HOST) == host and (
-            pol.process_start_time(int(labels.get(pol.OWNER_PID, "0") or 0)) != labels.get(pol.OWNER_START)
+        own = labels.get(hardening.OWNER_HOST) == host and labels.get(hardening.OWNER_PID) == str(os.getpid())
+        owner_gone = labels.get(hardening.OWNER_HOST) == host and (
+            hardening.process_start_time(int(labels.get(hardening.OWNER_PID, "0") or 0)) != labels.get(hardening.OWNER_START)
         )
         if expires < now or owner_gone or (own and include_own):
             if destroy(client, c["Id"]):
@@ -290,7 +290,7 @@ class ContainerPool:
         max_idle: containers kept warm after release; beyond it released containers are destroyed.
     """
 
-    def __init__(self, client, image: str, policy: pol.SandboxPolicy, role: str, *, max_idle: int = 64,
+    def __init__(self, client, image: str, policy: hardening.ContainerHardening, role: str, *, max_idle: int = 64,
                  start_timeout: float = 30.0) -> None:
         self.client = client
         self.image = image
@@ -368,7 +368,7 @@ _shared: dict[tuple, ContainerPool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool(client, base_url: str | None, image: str, policy: pol.SandboxPolicy, role: str) -> ContainerPool:
+def shared_pool(client, base_url: str | None, image: str, policy: hardening.ContainerHardening, role: str) -> ContainerPool:
     """The process-wide pool for these settings (closed at interpreter exit by :func:`shutdown`)."""
     key = (base_url, image, policy_key(policy), role)
     with _shared_lock:
@@ -380,7 +380,7 @@ def shared_pool(client, base_url: str | None, image: str, policy: pol.SandboxPol
         return pool
 
 
-def policy_key(policy: pol.SandboxPolicy) -> tuple:
+def policy_key(policy: hardening.ContainerHardening) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in vars(policy).items()))
 
 

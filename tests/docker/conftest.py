@@ -50,13 +50,13 @@ def docker_client():
 def make_pool(docker_client):
     """Factory of private container pools, all closed (and checked empty) at the end of the test."""
     from sopgym.sandboxes.docker import image
-    from sopgym.sandboxes.docker.policy import SandboxPolicy
+    from sopgym.sandboxes.docker.hardening import ContainerHardening
     from sopgym.sandboxes.docker.pool import ContainerPool
 
     pools = []
 
-    def make(role: str = "stateful", policy: SandboxPolicy | None = None, **kwargs) -> ContainerPool:
-        p = ContainerPool(docker_client, image.image_tag(), policy or SandboxPolicy(), role, **kwargs)
+    def make(role: str = "stateful", policy: ContainerHardening | None = None, **kwargs) -> ContainerPool:
+        p = ContainerPool(docker_client, image.image_tag(), policy or ContainerHardening(), role, **kwargs)
         pools.append(p)
         return p
 
@@ -67,10 +67,10 @@ def make_pool(docker_client):
 
 def session_containers(client, **extra_labels) -> list[dict]:
     """Containers (running or not) of this test process's session."""
-    from sopgym.sandboxes.docker import policy as pol
+    from sopgym.sandboxes.docker import hardening
     from sopgym.sandboxes.docker.pool import SESSION_ID
 
-    labels = [f"{pol.SESSION}={SESSION_ID}"] + [f"{k}={v}" for k, v in extra_labels.items()]
+    labels = [f"{hardening.SESSION}={SESSION_ID}"] + [f"{k}={v}" for k, v in extra_labels.items()]
     return client.api.containers(all=True, filters={"label": labels})
 
 

@@ -91,20 +91,15 @@ def _check_domain(make_pool, pack, mode):
     from sopgym.sandboxes.toolbox import ToolBox
     from sopgym.sop_tasks.pack import ToolError
 
-    def verifiable(runner):
-        if pack.verifiable is None:
-            return None
-        return lambda name, args, episode, _stateful: pack.verifiable(runner, name, args, episode)
-
     docker_box = ToolBox(pack.tools, stateful=DockerStatefulBackend(pool=make_pool()),
-                         verifiable=verifiable(DockerCodeRunner(pool=make_pool("runner"))))
-    local_box = ToolBox(pack.tools, stateful=InProcessBackend(), verifiable=verifiable(LocalCodeRunner()))
+                         verifiable=pack.verifiable, code_runner=DockerCodeRunner(pool=make_pool("runner")))
+    local_box = ToolBox(pack.tools, stateful=InProcessBackend(), verifiable=pack.verifiable, code_runner=LocalCodeRunner())
     rng = random.Random(0)
     num_calls = 0
     try:
         for index in range(3):
             task = pack.task("train", index)
-            spec = pack.episode_spec(task)
+            spec = pack.sandbox_episode(task)
             docker_box.start_episode(spec)
             local_box.start_episode(spec)
             solver = pack.solver(task.inputs)

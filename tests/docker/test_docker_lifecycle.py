@@ -17,8 +17,8 @@ import pytest
 from conftest import report
 
 from sopgym.sandboxes.base import (
-    EpisodeSpec,
     Outcome,
+    SandboxEpisode,
     SandboxError,
     SandboxUnavailable,
     StatefulProgram,
@@ -213,13 +213,13 @@ def test_daemon_unreachable_is_a_typed_error_within_seconds():
 
 def test_missing_image_is_a_typed_error(docker_client, make_pool):
     from sopgym.sandboxes.docker import DockerStatefulBackend, ImageMissing
-    from sopgym.sandboxes.docker.policy import SandboxPolicy
+    from sopgym.sandboxes.docker.hardening import ContainerHardening
     from sopgym.sandboxes.docker.pool import ContainerPool
 
     started = time.perf_counter()
     with pytest.raises(ImageMissing):
         DockerStatefulBackend(image="sopgym-sandbox:does-not-exist")
-    pool = ContainerPool(docker_client, "sopgym-sandbox:does-not-exist", SandboxPolicy(), "stateful")
+    pool = ContainerPool(docker_client, "sopgym-sandbox:does-not-exist", ContainerHardening(), "stateful")
     with pytest.raises(ImageMissing):
         pool.acquire()
     pool.close()
@@ -239,7 +239,7 @@ def test_container_killed_from_outside_becomes_sandbox_error_and_is_replaced(doc
     pool = make_pool()
     backend = DockerStatefulBackend(pool=pool)
     box = _toolbox(backend)
-    episode = EpisodeSpec(key="t/kill", program=LEDGER, initial_state=lp.initial_state())
+    episode = SandboxEpisode(key="t/kill", program=LEDGER, initial_state=lp.initial_state())
     try:
         box.start_episode(episode)
         first = backend.container_name

@@ -13,7 +13,7 @@ import ledger_program as lp
 import pytest
 from conftest import report, session_containers
 
-from sopgym.sandboxes.base import EpisodeSpec, StatefulProgram, Tier, ToolSpec
+from sopgym.sandboxes.base import SandboxEpisode, StatefulProgram, Tier, ToolSpec
 
 LEDGER = StatefulProgram("ledger_program")
 
@@ -87,9 +87,9 @@ def _mem_available() -> int:
 
 def test_memory_bomb_is_oom_killed_inside_the_container(make_pool):
     from sopgym.sandboxes.docker import DockerCodeRunner
-    from sopgym.sandboxes.docker.policy import SandboxPolicy
+    from sopgym.sandboxes.docker.hardening import ContainerHardening
 
-    runner = DockerCodeRunner(pool=make_pool("runner", SandboxPolicy(mem_limit="256m")))
+    runner = DockerCodeRunner(pool=make_pool("runner", ContainerHardening(mem_limit="256m")))
     before = _mem_available()
     started = time.perf_counter()
     result = runner.run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(16 << 20))\n", timeout_s=20)
@@ -293,11 +293,11 @@ def test_hidden_answer_never_reaches_the_sandbox(docker_client, make_pool):
     runner = DockerCodeRunner(pool=pools[1])
     box = ToolBox(specs, stateful=backend)
     try:
-        box.start_episode(EpisodeSpec(key="t/1", program=LEDGER, initial_state=task["initial_state"]))
+        box.start_episode(SandboxEpisode(key="t/1", program=LEDGER, initial_state=task["initial_state"]))
         assert box.call("get_account", {"account": "A0"}).content["owner"] == state_token
         box.call("list_tokens", {})
         box.snapshot()
-        box.start_episode(EpisodeSpec(key="t/1", program=LEDGER, initial_state=task["initial_state"]))
+        box.start_episode(SandboxEpisode(key="t/1", program=LEDGER, initial_state=task["initial_state"]))
         runner.run_sql("SELECT owner FROM accounts", program=LEDGER, initial_state=task["initial_state"])
         scan = r"""
 import os, sys

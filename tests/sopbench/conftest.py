@@ -26,7 +26,7 @@ def sopbench_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def real_report():
-    from sopgym.sop_tasks.sopbench import register
+    from sopgym.sopbench import register
 
     path = sopbench_dir()
     if not path.is_dir():
@@ -36,7 +36,7 @@ def real_report():
 
 @pytest.fixture(scope="session")
 def fixture_report(tmp_path_factory):
-    from sopgym.sop_tasks.sopbench import register
+    from sopgym.sopbench import register
 
     return register(FIXTURES, recordings_dir=tmp_path_factory.mktemp("recordings"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sopgym.scoring import values_equal
-from sopgym.sop_tasks.sopbench.compat import compat_correct, compat_value_equal, parse_upstream_output
+from sopgym.sopbench.compat import compat_correct, compat_value_equal, parse_upstream_output
 
 FIELD = {"name": "decision", "type": "string", "nullable": False}
 

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from sopgym.sandboxes.base import SandboxError
-from sopgym.sop_tasks.sopbench.runners import DockerToolRunner, InProcessToolRunner
+from sopgym.sopbench.runners import DockerToolRunner, InProcessToolRunner
 
 from .test_tools_fixture import EXPECTED
 

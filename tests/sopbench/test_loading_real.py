@@ -9,7 +9,7 @@ import gymnasium as gym
 import pandas as pd
 import pytest
 
-from sopgym.sop_tasks.sopbench import load
+from sopgym.sopbench import load
 
 from .conftest import REAL_DOMAINS, sopbench_dir
 

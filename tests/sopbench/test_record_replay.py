@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 from sopgym.envs.policies import make_policy
-from sopgym.sop_tasks.sopbench import Recording, RecordingDrift, check_domain, load_domain, record_groundtruth, register
-from sopgym.sop_tasks.sopbench.runners import InProcessToolRunner, SubprocessToolRunner
+from sopgym.sopbench import Recording, RecordingDrift, check_domain, load_domain, record_groundtruth, register
+from sopgym.sopbench.runners import InProcessToolRunner, SubprocessToolRunner
 
 
 def _inprocess(domain):

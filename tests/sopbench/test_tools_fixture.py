@@ -6,8 +6,8 @@ import gymnasium as gym
 import pytest
 
 from sopgym.sandboxes.base import Outcome
-from sopgym.sop_tasks.sopbench.runners import InProcessToolRunner, SubprocessToolRunner, make_runner
-from sopgym.sop_tasks.sopbench.toolbox import to_tool_result
+from sopgym.sopbench.runners import InProcessToolRunner, SubprocessToolRunner, make_runner
+from sopgym.sopbench.sopbench_toolbox import to_tool_result
 
 UNKNOWN = ("Error: Tool 'nope' not found. Available tools: open_session, get_account, lookup_history, "
            "legacy_flag, draw_ticket_number, decide")
@@ -34,7 +34,7 @@ EXPECTED = [
 @pytest.fixture
 def helpdesk(tmp_path):
     """Registers the fixture domains afresh (other tests register modified copies under the same ids)."""
-    from sopgym.sop_tasks.sopbench import register
+    from sopgym.sopbench import register
 
     from .conftest import FIXTURES
 
@@ -96,13 +96,13 @@ def test_env_passes_arguments_unvalidated_like_upstream(helpdesk):
 
 
 def test_unknown_tool_is_answered_without_running_code(helpdesk):
-    from sopgym.sandboxes.base import EpisodeSpec
-    from sopgym.sop_tasks.sopbench.toolbox import SopBenchToolBox
+    from sopgym.sandboxes.base import SandboxEpisode
+    from sopgym.sopbench.sopbench_toolbox import SopBenchToolBox
 
     def no_runner():
         raise AssertionError("no code may run for an unknown tool")
 
     box = SopBenchToolBox([], helpdesk.tool_names, recording=None, runner_factory=no_runner, mode="live")
-    box.start_episode(EpisodeSpec(key="t"))
+    box.start_episode(SandboxEpisode(key="t"))
     result = box.call("nope", {})
     assert (result.render(), result.outcome) == (UNKNOWN, Outcome.UNKNOWN_TOOL)

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from sopgym.trainers.cli import main
 from sopgym.trainers.config import apply_overrides, config_from_dict, load_config
+from sopgym.trainers.train_command import main
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 BASE = {"env": {"env_ids": ["sopgym/WarehouseReceiving-v0"]}, "model": {"tokenizer": "bpe"}}

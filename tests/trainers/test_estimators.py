@@ -19,7 +19,7 @@ from sopgym.trainers.losses import (
     policy_loss,
     ppo_clip,
 )
-from sopgym.trainers.metrics import assign_advantages, divergence_warning
+from sopgym.trainers.rollout_metrics import assign_advantages, divergence_warning
 
 T = torch.tensor
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sopgym.sandboxes.base import EpisodeSpec, Outcome, SandboxError, ToolResult, ToolSpec, canonical_args
+from sopgym.sandboxes.base import Outcome, SandboxEpisode, SandboxError, ToolResult, ToolSpec, canonical_args
 from sopgym.sandboxes.toolbox import ToolBox
 
 from . import tool_server
@@ -65,7 +65,7 @@ class SopBenchToolBox(ToolBox):
         self.num_replayed = 0
         self.num_live = 0
 
-    def start_episode(self, episode: EpisodeSpec) -> None:
+    def start_episode(self, episode: SandboxEpisode) -> None:
         super().start_episode(episode)
         self.num_replayed = self.num_live = 0
 

@@ -6,15 +6,16 @@ it ships with sopgym: :func:`register` reads the user's checkout. See docs/sopbe
 Modules: ``loader`` (discovery, CSV semantics, inputs, licence, content hash), ``adapter`` (domain
 packs, registration), ``tool_server`` (runs the checkout's tools.py; standard library only),
 ``runners`` (Docker by default; subprocess/in-process when trusted), ``replay`` (record, replay,
-drift, non-determinism), ``toolbox`` (exact texts -> outcomes), ``env`` (SopBenchEnv), ``prompts``,
+drift, non-determinism), ``sopbench_toolbox`` (exact texts -> outcomes), ``sopbench_env`` (SopBenchEnv), ``prompts``,
 ``compat`` (the ``sopbench-compat`` scorer, never a reward), ``groundtruth`` and ``policy`` (the
-``groundtruth-replay`` baseline), ``check`` (record/check), ``cli``.
+``groundtruth-replay`` baseline), ``check`` (record/check), ``sopbench_command`` (the CLI).
 """
 
 from .adapter import NAMESPACE, Registered, build_pack, get_registered, register, registered
 from .check import DomainCheck, check_domain, record_groundtruth
 from .compat import compat_correct, compat_value_equal, parse_upstream_output
 from .loader import LICENSE, LoadReport, SopBenchDomain, discover, load, load_domain
+from .policy import GroundTruthReplayPolicy  # registers the groundtruth-replay policy
 from .replay import Recording, RecordingDrift, default_recordings_dir, recording_path
 from .runners import make_runner
 
@@ -23,7 +24,7 @@ __all__ = [
     "load", "load_domain", "discover", "LoadReport", "SopBenchDomain",
     "check", "record", "check_domain", "record_groundtruth", "DomainCheck",
     "Recording", "RecordingDrift", "default_recordings_dir", "recording_path", "make_runner",
-    "compat_correct", "compat_value_equal", "parse_upstream_output",
+    "GroundTruthReplayPolicy", "compat_correct", "compat_value_equal", "parse_upstream_output",
 ]
 
 

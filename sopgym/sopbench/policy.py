@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sopgym.envs.policies import Policy, format_call
+from sopgym.envs.policies import Policy, format_call, register_policy
 from sopgym.sop_tasks.pack import SUBMIT_TOOL
 
 from .adapter import get_registered
@@ -44,3 +44,6 @@ class GroundTruthReplayPolicy(Policy):
             self._step += 1
             return format_call(spec["name"], implied_args(spec, self._row, [e for e in self._earlier if e is not None]))
         return format_call(SUBMIT_TOOL, self._domain.labels(self._index))
+
+
+register_policy(GroundTruthReplayPolicy.name, GroundTruthReplayPolicy)

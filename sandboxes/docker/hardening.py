@@ -1,6 +1,6 @@
 """The one place where sandbox containers' Docker settings are built (hardening lives here only).
 
-Every container sopgym starts gets its options from :meth:`SandboxPolicy.container_options`;
+Every container sopgym starts gets its options from :meth:`ContainerHardening.container_options`;
 nothing else in the code base passes raw Docker options.
 
 What the default policy protects against:
@@ -28,7 +28,7 @@ What it does not protect against:
 * anyone with access to the Docker socket on the host (that is root-equivalent by design).
 
 Loosening a default (``read_only=False``, ``user="0:0"``, larger limits, ``cap_add``...) is an
-explicit keyword of :class:`SandboxPolicy` and is logged at WARNING level when the policy is built.
+explicit keyword of :class:`ContainerHardening` and is logged at WARNING level when the policy is built.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SandboxPolicy", "LABEL_PREFIX", "owner_labels", "audit", "process_start_time"]
+__all__ = ["ContainerHardening", "LABEL_PREFIX", "owner_labels", "audit", "process_start_time"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def process_start_time(pid: int) -> str:
 
 
 @dataclass(frozen=True)
-class SandboxPolicy:
+class ContainerHardening:
     """Hardening and limits of one sandbox container.
 
     Args:
@@ -120,12 +120,12 @@ class SandboxPolicy:
             out.append("no_new_privileges=False: setuid binaries can gain privileges")
         if self.cap_add:
             out.append(f"cap_add={list(self.cap_add)}: capabilities given back")
-        if _bytes(self.mem_limit) > _bytes(SandboxPolicy.mem_limit):
-            out.append(f"mem_limit={self.mem_limit} above the default {SandboxPolicy.mem_limit}")
-        if self.pids_limit > SandboxPolicy.pids_limit:
-            out.append(f"pids_limit={self.pids_limit} above the default {SandboxPolicy.pids_limit}")
-        if _bytes(self.tmpfs_size) > _bytes(SandboxPolicy.tmpfs_size):
-            out.append(f"tmpfs_size={self.tmpfs_size} above the default {SandboxPolicy.tmpfs_size}")
+        if _bytes(self.mem_limit) > _bytes(ContainerHardening.mem_limit):
+            out.append(f"mem_limit={self.mem_limit} above the default {ContainerHardening.mem_limit}")
+        if self.pids_limit > ContainerHardening.pids_limit:
+            out.append(f"pids_limit={self.pids_limit} above the default {ContainerHardening.pids_limit}")
+        if _bytes(self.tmpfs_size) > _bytes(ContainerHardening.tmpfs_size):
+            out.append(f"tmpfs_size={self.tmpfs_size} above the default {ContainerHardening.tmpfs_size}")
         return out
 
     def labels(self, role: str, session: str) -> dict[str, str]:
@@ -187,7 +187,7 @@ def owner_labels(session: str) -> dict[str, str]:
 def audit(inspect: Mapping[str, Any]) -> list[str]:
     """Problems with a container's ``docker inspect`` against the hardened defaults ([] = passes).
 
-    Checks every hardening field that :meth:`SandboxPolicy.container_options` sets, as the daemon
+    Checks every hardening field that :meth:`ContainerHardening.container_options` sets, as the daemon
     reports it (so a daemon that silently ignored an option is caught).
     """
     hc = inspect.get("HostConfig", {})

@@ -22,7 +22,7 @@ def status(client=None) -> dict[str, Any]:
         ``{"daemon": ..., "image": {"tag", "built"}, "containers": [{name, role, state, owner, age_s,
         expires_in_s, audit}]}``; ``daemon`` is an error text when unreachable.
     """
-    from . import policy as pol
+    from . import hardening
     from .errors import DaemonUnreachable
     from .image import image_exists, image_tag
     from .pool import connect
@@ -35,19 +35,19 @@ def status(client=None) -> dict[str, Any]:
     version = client.version()
     now = time.time()
     containers = []
-    for c in client.api.containers(all=True, filters={"label": f"{pol.MANAGED}=1"}):
+    for c in client.api.containers(all=True, filters={"label": f"{hardening.MANAGED}=1"}):
         labels = c.get("Labels") or {}
         try:
-            audit = pol.audit(client.api.inspect_container(c["Id"]))
+            audit = hardening.audit(client.api.inspect_container(c["Id"]))
         except Exception as exc:  # noqa: BLE001 - removed between list and inspect
             audit = [f"inspect failed: {exc}"]
         containers.append({
             "name": (c.get("Names") or ["?"])[0].lstrip("/"),
-            "role": labels.get(pol.ROLE),
+            "role": labels.get(hardening.ROLE),
             "state": c.get("State"),
-            "owner": f"{labels.get(pol.OWNER_HOST)}:{labels.get(pol.OWNER_PID)}",
+            "owner": f"{labels.get(hardening.OWNER_HOST)}:{labels.get(hardening.OWNER_PID)}",
             "age_s": round(now - c.get("Created", now)),
-            "expires_in_s": round(float(labels.get(pol.EXPIRES, 0)) - now),
+            "expires_in_s": round(float(labels.get(hardening.EXPIRES, 0)) - now),
             "audit": audit or "ok",
         })
     return {
@@ -116,7 +116,7 @@ def run_sandbox_cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sopgym.sandboxes.docker.cli")
+    parser = argparse.ArgumentParser(prog="python -m sopgym.sandboxes.docker.sandbox_command")
     add_sandbox_cli(parser.add_subparsers(dest="cmd", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

@@ -23,7 +23,7 @@ from sopgym.scoring import normalize_text
 from .groundtruth import decode, iter_values, run_plan
 from .loader import SopBenchDomain
 from .replay import Recording, record_calls
-from .toolbox import to_tool_result
+from .sopbench_toolbox import to_tool_result
 
 __all__ = ["DomainCheck", "record_groundtruth", "check_domain", "ReplayRunner"]
 

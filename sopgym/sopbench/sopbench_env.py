@@ -27,7 +27,7 @@ from .adapter import get_registered
 from .prompts import PROMPT_STYLES, UPSTREAM_MAX_TURNS, final_decision, upstream_user_message
 from .replay import Recording, RecordingDrift
 from .runners import RUNNERS, make_runner
-from .toolbox import TOOL_MODES, SopBenchToolBox
+from .sopbench_toolbox import TOOL_MODES, SopBenchToolBox
 
 __all__ = ["SopBenchEnv"]
 

@@ -28,7 +28,7 @@ __all__ = ["NAMESPACE", "VERSION", "Registered", "build_pack", "register", "regi
 
 NAMESPACE = "sopbench"
 VERSION = 0
-ENTRY_POINT = "sopgym.sop_tasks.sopbench.env:SopBenchEnv"
+ENTRY_POINT = "sopgym.sopbench.sopbench_env:SopBenchEnv"
 
 _KNOWN_KEYWORDS = {
     "type", "properties", "required", "additionalProperties", "enum", "const", "minimum", "maximum",

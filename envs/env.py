@@ -24,12 +24,12 @@ from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
 from sopgym.sandboxes.schema import SchemaError, validate
 from sopgym.sop_tasks.pack import SPLITS, SUBMIT_TOOL, DomainPack, Task
 from sopgym.sop_tasks.registry import get_pack
+from sopgym.status import END_CAUSES, INVALID_ACTION, INVALID_ACTION_VALUES, Status, worst
 
 from . import rendering
 from .parsing import parse_reply
 from .reward import RewardConfig, outcome_components, outcome_reward
 from .spaces import AssistantAction, UnicodeText
-from .status import INVALID_ACTION, Status, worst
 
 __all__ = ["SOPEnv", "default_max_turns"]
 
@@ -217,6 +217,57 @@ class SOPEnv(gym.Env):
             info["episode"] = self._episode_record(terminated, truncated, truncation_cause, reward, components, final_state)
         return observation, float(reward), terminated, truncated, info
 
+    def end_episode(self, cause: str = "stopped", message: str = "") -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """End the running episode now, without another turn, and score it like an unanswered one.
+
+        For harnesses and RL libraries, never for the model's reply (a reply cannot reach this method):
+        a trainer whose token budget leaves no room for another turn, a library that stops calling
+        tools, or a model server that failed. The answer is whatever was submitted, so nothing (an
+        episode that had submitted has already ended): every field and state check scores 0 and no
+        shaping is added. The episode is truncated with ``truncation_cause=cause`` and the status of
+        :data:`sopgym.status.END_CAUSES`; ``inference`` marks an infrastructure failure (excluded
+        from success rates and advantages), the other causes are the policy's.
+
+        Args:
+            cause: ``context_budget``, ``stopped`` or ``inference``.
+            message: why, for ``info["status_message"]`` (e.g. the server's error).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)`` as :meth:`step` returns at an
+            episode's end: ``""``, the outcome reward, ``False``, ``True``, and ``info`` with the
+            ``episode`` record.
+
+        Raises:
+            ValueError: an unknown cause.
+            gymnasium.error.ResetNeeded: no episode is running.
+        """
+        if cause not in END_CAUSES:
+            raise ValueError(f"end_episode cause must be one of {sorted(END_CAUSES)}, got {cause!r}")
+        if self._task is None or self._done:
+            raise ResetNeeded("end_episode() called with no episode running: call reset() first")
+        status = END_CAUSES[cause]
+        if status is Status.ERROR_INFERENCE:
+            self._infra_failure = True
+        self._done = True
+        final_state = self._final_state()
+        components = outcome_components(self._answer, self._task.answer, self.pack.output_fields, final_state, self._task.expected_state)
+        reward = outcome_reward(self.reward_config.kind, components)
+        info = {
+            "task_id": self._task.task_id,
+            "status": status.value,
+            "turn_status": None,
+            "status_message": message or f"episode ended by the harness ({cause})",
+            "messages": list(self._messages),
+            "calls": [],
+            "turn": self._turn,
+            "context_used": self._context_used,
+            "reward_components": components,
+            "truncation_cause": cause,
+            "infrastructure_failure": self._infra_failure,
+        }
+        info["episode"] = self._episode_record(False, True, cause, reward, components, final_state)
+        return "", float(reward), False, True, info
+
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._task is None:
             return None
@@ -335,7 +386,7 @@ class SOPEnv(gym.Env):
             "statuses": list(self._turn_statuses),
             "num_tool_calls": self._num_calls,
             "num_tool_calls_ok": self._num_calls_ok,
-            "num_invalid_actions": sum(s in {x.value for x in INVALID_ACTION} for s in self._turn_statuses),
+            "num_invalid_actions": sum(s in INVALID_ACTION_VALUES for s in self._turn_statuses),
             "terminated": terminated,
             "truncated": truncated,
             "truncation_cause": cause,

@@ -7,8 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack
-
-from .status import Status
+from sopgym.status import Status
 
 __all__ = [
     "system_message", "tool_call_entry", "feedback", "observation", "cap", "status_message",

@@ -24,7 +24,7 @@ from typing import Any
 
 import gymnasium as gym
 
-__all__ = ["RecordTrajectory", "to_jsonable"]
+__all__ = ["RecordTrajectory", "to_jsonable", "dumps_line", "reset_line", "step_line", "episode_line"]
 
 
 def to_jsonable(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
@@ -55,8 +55,28 @@ def to_jsonable(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
     return repr(value)
 
 
-def _dumps(obj: dict[str, Any]) -> str:
+def dumps_line(obj: dict[str, Any]) -> str:
+    """One JSONL line: strict JSON, non-ASCII escaped, unencodable values converted (:func:`to_jsonable`)."""
     return json.dumps(to_jsonable(obj), ensure_ascii=True, allow_nan=False)
+
+
+def reset_line(episode_index: int, task_id: Any, seed: Any, options: Any, observation: Any) -> dict[str, Any]:
+    """The ``reset`` line of a trajectory file (the episode runner writes the same lines)."""
+    return {"type": "reset", "episode_index": episode_index, "task_id": task_id, "seed": seed,
+            "options": options, "observation": observation}
+
+
+def step_line(episode_index: int, turn: Any, observation: Any, action: Any, calls: Any, tool_results: Any,
+              reward: float, status: Any, terminated: bool, truncated: bool) -> dict[str, Any]:
+    """A ``step`` line of a trajectory file."""
+    return {"type": "step", "episode_index": episode_index, "turn": turn, "observation": observation,
+            "action": action, "calls": calls, "tool_results": tool_results, "reward": reward, "status": status,
+            "terminated": terminated, "truncated": truncated}
+
+
+def episode_line(episode_index: int, record: dict[str, Any]) -> dict[str, Any]:
+    """The ``episode`` line of a trajectory file: the record the evaluator reads."""
+    return {"type": "episode", "episode_index": episode_index, **record}
 
 
 class RecordTrajectory(gym.Wrapper):
@@ -86,14 +106,13 @@ class RecordTrajectory(gym.Wrapper):
     def _write(self, obj: dict[str, Any]) -> None:
         if self._file is None:
             raise gym.error.Error(f"RecordTrajectory({self.path!r}) is closed; cannot record")
-        self._file.write(_dumps(obj) + "\n")
+        self._file.write(dumps_line(obj) + "\n")
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
         self.episode_index += 1
         self._num_messages = len(info.get("messages", ()))
-        self._write({"type": "reset", "episode_index": self.episode_index, "task_id": info.get("task_id"),
-                     "seed": seed, "options": options, "observation": observation})
+        self._write(reset_line(self.episode_index, info.get("task_id"), seed, options, observation))
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
@@ -101,21 +120,11 @@ class RecordTrajectory(gym.Wrapper):
         messages = info.get("messages", [])
         added = messages[self._num_messages:]
         self._num_messages = len(messages)
-        self._write({
-            "type": "step",
-            "episode_index": self.episode_index,
-            "turn": info.get("turn"),
-            "observation": observation,
-            "action": action,
-            "calls": info.get("calls", []),
-            "tool_results": [m for m in added if m.get("role") == "tool"],
-            "reward": reward,
-            "status": info.get("status"),
-            "terminated": terminated,
-            "truncated": truncated,
-        })
+        self._write(step_line(self.episode_index, info.get("turn"), observation, action, info.get("calls", []),
+                              [m for m in added if m.get("role") == "tool"], reward, info.get("status"),
+                              terminated, truncated))
         if "episode" in info:
-            self._write({"type": "episode", "episode_index": self.episode_index, **info["episode"]})
+            self._write(episode_line(self.episode_index, info["episode"]))
             self._file.flush()
         return observation, reward, terminated, truncated, info
 

@@ -178,7 +178,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import sopgym  # noqa: F401 - registers the envs
-    from sopgym.evaluation import evaluate_records, run_episodes
+    from sopgym.evaluation import evaluate_records, run_policy
 
     if args.k > args.samples_per_task:
         print(f"sopgym eval: --k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): "
@@ -195,7 +195,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 2
     env_kwargs.update({key: value for key in ("reward", "sandbox") if (value := getattr(args, key)) is not None})
     try:
-        records = run_episodes(
+        records = run_policy(
             args.env, args.policy, args.episodes, args.samples_per_task, args.seed, args.split, env_kwargs,
             trajectories_path=args.trajectories, progress=not args.quiet,
         )
@@ -247,7 +247,7 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _read_trajectory(path: str) -> dict[int, dict[str, Any]]:
-    from sopgym.evaluation.runner import iter_jsonl
+    from sopgym.evaluation.records import iter_jsonl
 
     episodes: dict[int, dict[str, Any]] = {}
     for _, obj in iter_jsonl(path):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sopgym.envs.status import INFRASTRUCTURE, INVALID_ACTION
-from sopgym.evaluation import evaluate_records, load_records, run_episodes, score_record
-from sopgym.evaluation.metrics import INVALID_ACTION_STATUSES
+from sopgym.evaluation import evaluate_records, load_records, run_policy, score_record
 from sopgym.evaluation.runner import episode_seed
+from sopgym.status import INFRASTRUCTURE, INVALID_ACTION, Status
 
 REPO = Path(__file__).resolve().parents[1]
 EVAL_DIR = REPO / "sopgym" / "evaluation"
@@ -176,9 +175,12 @@ def test_invalid_actions_fall_back_to_the_count_without_statuses():
     assert evaluate_records([record], n_bootstrap=0)["invalid_action_rate"] == pytest.approx(0.4)
 
 
-def test_invalid_statuses_agree_with_the_env_status_sets():
-    assert INVALID_ACTION_STATUSES == {s.value for s in INVALID_ACTION}
-    assert {s.value for s in INFRASTRUCTURE} == {"ERROR_SANDBOX"}
+@pytest.mark.parametrize("status", [s.value for s in Status])
+def test_evaluator_counts_each_turn_status_in_its_status_class(status):
+    score = score_record(rec(turns=1, statuses=[status], answer=None, terminated=False, truncated=True,
+                             truncation_cause="max_turns"))
+    assert score.invalid_actions == (1 if Status(status) in INVALID_ACTION else 0)
+    assert score.infrastructure_failure == (Status(status) in INFRASTRUCTURE)
 
 
 def test_pass_at_k_and_pass_hat_k_group_samples_by_task():
@@ -296,38 +298,38 @@ print(sorted(m for m in sys.modules if m.startswith("sopgym.envs")))
 
 # -- live runs ----------------------------------------------------------------------------------
 def test_oracle_live_records_score_full_success():
-    records = run_episodes(WR, "oracle", 10, 1, 0, "test", {}, progress=False)
+    records = run_policy(WR, "oracle", 10, 1, 0, "test", {}, progress=False)
     out = evaluate_records(records, n_bootstrap=0)
     assert (out["task_success_rate"], out["execution_completion_rate"], out["tool_call_accuracy"]) == (1.0, 1.0, 1.0)
 
 
 def test_evaluator_success_equals_the_binary_env_reward_on_live_episodes():
-    records = run_episodes(WR, "random", 20, 2, 1, "test", {"reward": "binary"}, progress=False)
-    records += run_episodes(WR, "oracle", 5, 1, 1, "test", {"reward": "binary"}, progress=False)
+    records = run_policy(WR, "random", 20, 2, 1, "test", {"reward": "binary"}, progress=False)
+    records += run_policy(WR, "oracle", 5, 1, 1, "test", {"reward": "binary"}, progress=False)
     assert [score_record(r).success for r in records] == [r["reward"] == 1.0 for r in records]
 
 
-def test_run_episodes_repeats_each_task_with_distinct_seeds():
-    records = run_episodes(WR, "random", 6, 4, 0, "test", {}, progress=False)
+def test_run_policy_repeats_each_task_with_distinct_seeds():
+    records = run_policy(WR, "random", 6, 4, 0, "test", {}, progress=False)
     assert [r["task_id"] for r in records] == [f"WarehouseReceiving/test/{i}" for i in range(6) for _ in range(4)]
     assert len({episode_seed(0, t, s) for t in range(6) for s in range(4)}) == 24
     per_task = [json.dumps([r["statuses"] for r in records[i:i + 4]]) for i in range(0, 24, 4)]
     assert any(len({json.dumps(r["statuses"]) for r in records[i:i + 4]}) > 1 for i in range(0, 24, 4)), per_task
 
 
-def test_run_episodes_is_reproducible_under_a_seed():
-    first = run_episodes(WR, "random", 5, 2, 11, "test", {}, progress=False)
-    assert run_episodes(WR, "random", 5, 2, 11, "test", {}, progress=False) == first
+def test_run_policy_is_reproducible_under_a_seed():
+    first = run_policy(WR, "random", 5, 2, 11, "test", {}, progress=False)
+    assert run_policy(WR, "random", 5, 2, 11, "test", {}, progress=False) == first
 
 
-def test_run_episodes_rejects_more_tasks_than_the_split_holds():
+def test_run_policy_rejects_more_tasks_than_the_split_holds():
     with pytest.raises(ValueError, match="has 200 tasks; got episodes=201"):
-        run_episodes(WR, "oracle", 201, 1, 0, "test", {}, progress=False)
+        run_policy(WR, "oracle", 201, 1, 0, "test", {}, progress=False)
 
 
-def test_run_episodes_rejects_an_unknown_policy():
+def test_run_policy_rejects_an_unknown_policy():
     with pytest.raises(ValueError, match="policy must be one of"):
-        run_episodes(WR, "genius", 1, 1, 0, "test", {}, progress=False)
+        run_policy(WR, "genius", 1, 1, 0, "test", {}, progress=False)
 
 
 def test_load_records_reads_bare_record_files(tmp_path):

@@ -6,7 +6,8 @@ evaluator does not trust the record's ``reward`` or ``reward_components``: corre
 recomputed from ``answer``, ``expected`` and ``fields`` with :func:`sopgym.scoring.field_scores`
 (the only code shared with the reward) and from ``final_state`` against ``expected_state``.
 
-This module imports nothing from ``sopgym.envs``: statuses are read as their string values.
+This module imports nothing from ``sopgym.envs``: statuses are read as their string values, counted
+with the status classes of :mod:`sopgym.status` (the one definition the env and the trainer use too).
 
 Definitions (see docs/evaluation.md), all over every episode unless said otherwise:
 
@@ -37,16 +38,12 @@ from typing import Any
 import numpy as np
 
 from sopgym.scoring import INVALID, field_scores, normalize_value, validate_answer
+from sopgym.status import INFRASTRUCTURE_VALUES, INVALID_ACTION_VALUES
 
 from .passk import bootstrap_ci, pass_at_k, pass_hat_k
 
-__all__ = ["EpisodeScore", "score_record", "evaluate_records", "INVALID_ACTION_STATUSES", "HEADLINE_METRICS"]
+__all__ = ["EpisodeScore", "score_record", "evaluate_records", "HEADLINE_METRICS"]
 
-#: Turn statuses that count as invalid actions (string values of ``sopgym.envs.Status``; a test
-#: checks they agree with the env's ``INVALID_ACTION`` set).
-INVALID_ACTION_STATUSES = frozenset({"NO_TOOL_CALL", "ERROR_PARSE", "ERROR_UNKNOWN_TOOL", "ERROR_BAD_ARGUMENTS"})
-#: The status of an infrastructure failure (not the policy's fault).
-_INFRA_STATUS = "ERROR_SANDBOX"
 #: Rates that get a bootstrap interval.
 HEADLINE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion_rate", "pass_at_k", "pass_hat_k")
 
@@ -127,10 +124,10 @@ def score_record(record: Mapping[str, Any], where: str = "record") -> EpisodeSco
 
     statuses = record.get("statuses")
     if statuses is not None:
-        invalid = sum(s in INVALID_ACTION_STATUSES for s in statuses)
+        invalid = sum(s in INVALID_ACTION_VALUES for s in statuses)
     else:
         invalid = _int(record, "num_invalid_actions", None, where)
-    infra = bool(record.get("infrastructure_failure", False)) or (statuses is not None and _INFRA_STATUS in statuses)
+    infra = bool(record.get("infrastructure_failure", False)) or (statuses is not None and any(s in INFRASTRUCTURE_VALUES for s in statuses))
     truncated = bool(record["truncated"])
     cause = record.get("truncation_cause")
     if truncated and not cause:

@@ -1,40 +1,421 @@
-"""Run built-in policies on an env and collect episode records; read records back from JSONL.
+"""The one episode runner: reset, ask a policy, step, keep the record. Every caller uses it.
 
-This is the only module of the evaluation package that touches envs (it has to run them); the
-metrics never import them.
+The evaluator's runs (``sopgym eval``), the trainer's rollouts and its SFT demonstrations, domain
+validation (``sopgym validate-domain``) and benchmark runs of real models all run episodes through
+:func:`run_episodes`; policies differ, the loop does not.
+
+* **Specs** (:class:`EpisodeSpec`) say which episode: env id, reset seed and options, group.
+* **Agents** answer for many episodes at once (:class:`BatchAgent`): one ``act`` call per turn
+  covers every running episode, so a model can generate for all of them in one batch. A scripted
+  per-episode policy (``reset(info)``, ``act(observation, info)``) runs through :class:`PolicyAgent`.
+  An agent that cannot or will not answer for an episode returns :class:`EndEpisode` for it (its
+  token budget is spent, the library stopped, the model server failed); the env then scores it
+  like an unanswered episode (``SOPEnv.end_episode``), so every episode ends with a record.
+* **Env pools** (:class:`EnvPool`) own the env instances and step them; the runner only talks to
+  the pool's ``reset``/``step``/``end`` over slots, so a pool whose envs live elsewhere (other
+  processes or hosts) can stand in for the in-process one.
+* **Results** (:class:`EpisodeResult`) keep the env's episode record (what the evaluator reads), the
+  turns, and the return; success is only ever the evaluator's :func:`score_record` of the record.
+
+This is the only module of the evaluation package that runs envs; the metrics never import them.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import os
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
 
-import gymnasium as gym
 import numpy as np
 
+from .metrics import EpisodeScore, score_record
 from .progress import ProgressBar
 
-__all__ = ["run_episodes", "load_records", "episode_seed"]
+__all__ = [
+    "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
+    "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
+    "trajectory_lines",
+]
 
 
+# --------------------------------------------------------------------------------------------------
+# What to run and what comes back
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run.
+
+    Args:
+        env_id: a registered id, e.g. ``sopgym/WarehouseReceiving-v0``.
+        seed: the ``reset`` seed (None: unseeded).
+        options: ``reset`` options (``split``, ``task_index`` or ``task_id``).
+        group_id: episodes of one group share a task (GRPO groups, samples of pass@k).
+        sample: the episode's index within its group.
+    """
+
+    env_id: str
+    seed: int | None = None
+    options: Mapping[str, Any] | None = None
+    group_id: int = 0
+    sample: int = 0
+
+
+@dataclass(frozen=True)
+class EndEpisode:
+    """An agent's answer for an episode it ends without another turn (see ``SOPEnv.end_episode``).
+
+    Args:
+        cause: ``context_budget`` (no room for another turn), ``stopped`` (the agent stopped replying)
+            or ``inference`` (the model server failed: an infrastructure failure, not the policy's).
+        message: why, kept in the last step's ``status_message``.
+    """
+
+    cause: str = "stopped"
+    message: str = ""
+
+
+@dataclass
+class Turn:
+    """One step of an episode, as the env answered it."""
+
+    action: Any
+    """The reply exactly as given to ``env.step`` (text or an assistant-message dict)."""
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    status: str
+    """``info["status"]``: the step's status (a truncation status on a truncating last turn)."""
+    turn_status: str | None
+    """``info["turn_status"]``: what the reply itself did (counted as invalid or not)."""
+    calls: list[dict[str, Any]]
+    """``info["calls"]``: the parsed calls with their statuses."""
+    new_messages: list[dict[str, Any]]
+    """The messages the env added after the reply's own assistant message (tool results, feedback)."""
+
+
+@dataclass
+class EpisodeResult:
+    """A finished episode."""
+
+    index: int
+    """Position of the spec in the list given to :func:`run_episodes`."""
+    spec: EpisodeSpec
+    reset_observation: str
+    reset_info: dict[str, Any]
+    """``info`` from ``reset``: the task id, the initial messages and tool schemas, ..."""
+    turns: list[Turn]
+    record: dict[str, Any]
+    """The env's ``info["episode"]`` record: what the evaluator scores (always a valid record)."""
+    final_info: dict[str, Any]
+    """``info`` of the last step (or of ``end_episode``)."""
+    total_reward: float
+    """The return: the sum of every step's reward (shaping included)."""
+    ended_by: EndEpisode | None = None
+    """Set when the agent ended the episode instead of the env."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Per-episode data an agent adds (e.g. token counts and latencies of a model run)."""
+
+    @cached_property
+    def score(self) -> EpisodeScore:
+        """The evaluator's judgement of :attr:`record` (the only definition of success)."""
+        return score_record(self.record, where=f"episode {self.index} ({self.spec.env_id})")
+
+    @property
+    def success(self) -> bool:
+        return self.score.success
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The whole chat at the end, as the env rendered it."""
+        return self.final_info.get("messages") or self.reset_info.get("messages") or []
+
+
+# --------------------------------------------------------------------------------------------------
+# Agents
+# --------------------------------------------------------------------------------------------------
+class BatchAgent(Protocol):
+    """Answers every running episode of a batch at once. Slots identify running episodes.
+
+    ``start`` is called when an episode begins in a slot; ``act`` once per round with every running
+    slot, returning one reply (or :class:`EndEpisode`) per slot in the same order; ``observe`` after
+    each step or end with what the env answered (``turn`` is None when the episode was ended by
+    :class:`EndEpisode`), ``done`` saying whether the episode is over (the slot is then free).
+    """
+
+    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None: ...
+
+    def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]: ...
+
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], done: bool) -> None: ...
+
+
+class PolicyAgent:
+    """A per-episode policy (``reset(info)``, ``act(observation, info)``) as a :class:`BatchAgent`.
+
+    Args:
+        make_policy: ``spec -> policy``, called at the start of each episode (a policy holds the state
+            of one episode, e.g. the oracle's solver).
+    """
+
+    def __init__(self, make_policy: Callable[[EpisodeSpec], Any]):
+        self.make_policy = make_policy
+        self._policies: dict[int, Any] = {}
+
+    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
+        policy = self.make_policy(spec)
+        policy.reset(info)
+        self._policies[slot] = policy
+
+    def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
+        return [self._policies[s].act(o, i) for s, o, i in zip(slots, observations, infos)]
+
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], done: bool) -> None:
+        if done:
+            self._policies.pop(slot, None)
+
+
+def builtin_policy_agent(name: str, **kwargs: Any) -> PolicyAgent:
+    """A :class:`PolicyAgent` of a built-in policy (:mod:`sopgym.envs.policies`); stochastic policies
+    (those taking a ``seed``) are seeded with each episode's spec seed, so samples of a task differ
+    and a run is reproducible.
+
+    Raises:
+        ValueError: an unknown policy name.
+    """
+    from sopgym.envs.policies import POLICIES, make_policy
+
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
+    seeded = "seed" in inspect.signature(POLICIES[name]).parameters
+
+    def make(spec: EpisodeSpec):
+        return make_policy(name, seed=spec.seed, **kwargs) if seeded else make_policy(name, **kwargs)
+
+    return PolicyAgent(make)
+
+
+# --------------------------------------------------------------------------------------------------
+# Env pools
+# --------------------------------------------------------------------------------------------------
+StepOutput = tuple[str, float, bool, bool, dict[str, Any]]
+
+
+class EnvPool:
+    """In-process envs, one per (env id, slot), reused across batches and runs.
+
+    The runner only calls :meth:`reset`, :meth:`step` and :meth:`end` with lists of slots; another
+    pool (envs in worker processes or on other hosts) implements the same three methods and
+    :meth:`close`, stepping its slots in parallel.
+
+    Args:
+        make_env: ``env_id -> env`` (e.g. ``gymnasium.make`` with the run's env kwargs).
+        owns_envs: close the envs in :meth:`close` (False for an env the caller keeps).
+    """
+
+    def __init__(self, make_env: Callable[[str], Any], *, owns_envs: bool = True):
+        self.make_env = make_env
+        self.owns_envs = owns_envs
+        self._envs: dict[tuple[str, int], Any] = {}
+        self._slots: dict[int, Any] = {}
+
+    @classmethod
+    def of(cls, env: Any) -> EnvPool:
+        """A pool over one env the caller owns (for runs with one slot)."""
+        return cls(lambda env_id: env, owns_envs=False)
+
+    def env(self, env_id: str, slot: int) -> Any:
+        key = (env_id, slot)
+        if key not in self._envs:
+            self._envs[key] = self.make_env(env_id)
+        return self._envs[key]
+
+    def reset(self, jobs: Sequence[tuple[int, EpisodeSpec]]) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for slot, spec in jobs:
+            env = self.env(spec.env_id, slot)
+            self._slots[slot] = env
+            options = dict(spec.options) if spec.options is not None else None
+            out.append(env.reset(seed=spec.seed, options=options))
+        return out
+
+    def step(self, jobs: Sequence[tuple[int, Any]]) -> list[StepOutput]:
+        return [self._slots[slot].step(action) for slot, action in jobs]
+
+    def end(self, jobs: Sequence[tuple[int, EndEpisode]]) -> list[StepOutput]:
+        out = []
+        for slot, end in jobs:
+            env = self._slots[slot]
+            end_episode = getattr(env.unwrapped, "end_episode", None)
+            if end_episode is None:
+                raise TypeError(
+                    f"{type(env.unwrapped).__name__} has no end_episode(cause): an agent returned "
+                    f"EndEpisode({end.cause!r}) but this env cannot end an episode early"
+                )
+            out.append(end_episode(end.cause, end.message))
+        return out
+
+    def close(self) -> None:
+        if self.owns_envs:
+            for env in self._envs.values():
+                env.close()
+        self._envs.clear()
+        self._slots.clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class _Running:
+    index: int
+    spec: EpisodeSpec
+    reset_observation: str
+    reset_info: dict[str, Any]
+    observation: str
+    info: dict[str, Any]
+    num_messages: int
+    turns: list[Turn] = field(default_factory=list)
+    total_reward: float = 0.0
+
+
+def run_episodes(
+    specs: Sequence[EpisodeSpec],
+    agent: BatchAgent,
+    pool: EnvPool,
+    *,
+    concurrency: int | None = None,
+    on_result: Callable[[EpisodeResult], None] | None = None,
+    progress: bool = False,
+) -> list[EpisodeResult]:
+    """Run every spec to the end of its episode; at most ``concurrency`` at once.
+
+    Each round asks the agent once for every running episode, steps the envs (or ends the episodes
+    the agent ended), tells the agent what happened, and starts the next specs in freed slots.
+
+    Args:
+        specs: the episodes, run in order (results come back in the same order).
+        agent: answers for running episodes (:class:`PolicyAgent` for a scripted policy).
+        pool: steps the envs.
+        concurrency: running episodes at most (None: all specs at once, one batch).
+        on_result: called with each result as soon as its episode ends (e.g. to write it to disk).
+        progress: draw a progress bar with an ETA on stderr.
+
+    Returns:
+        One :class:`EpisodeResult` per spec, in spec order.
+
+    Raises:
+        ValueError: a bad ``concurrency``, or an agent that answered the wrong number of slots.
+    """
+    if concurrency is None:
+        concurrency = max(1, len(specs))
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+    pending = deque(enumerate(specs))
+    free = list(range(min(concurrency, len(specs))))
+    running: dict[int, _Running] = {}
+    results: list[EpisodeResult | None] = [None] * len(specs)
+    bar = ProgressBar(len(specs)) if progress and specs else None
+    try:
+        while pending or running:
+            starts = []
+            while free and pending:
+                starts.append((free.pop(0), *pending.popleft()))
+            if starts:
+                outs = pool.reset([(slot, spec) for slot, _, spec in starts])
+                for (slot, index, spec), (observation, info) in zip(starts, outs):
+                    running[slot] = _Running(index, spec, observation, info, observation, info, len(info.get("messages") or ()))
+                    agent.start(slot, spec, observation, info)
+            slots = sorted(running)
+            replies = agent.act(slots, [running[s].observation for s in slots], [running[s].info for s in slots])
+            if len(replies) != len(slots):
+                raise ValueError(f"agent.act answered {len(replies)} episodes, expected {len(slots)} (one per slot)")
+            ends = [(s, r) for s, r in zip(slots, replies) if isinstance(r, EndEpisode)]
+            steps = [(s, r) for s, r in zip(slots, replies) if not isinstance(r, EndEpisode)]
+            outcomes = list(zip(steps, pool.step(steps))) if steps else []
+            outcomes += list(zip(ends, pool.end(ends))) if ends else []
+            for (slot, reply), (observation, reward, terminated, truncated, info) in outcomes:
+                run = running[slot]
+                ended_by = reply if isinstance(reply, EndEpisode) else None
+                turn = None
+                messages = info.get("messages") or []
+                if ended_by is None:
+                    # messages[num_messages] is the env's rendering of this reply; what follows is new.
+                    turn = Turn(reply, observation, float(reward), bool(terminated), bool(truncated),
+                                str(info.get("status")), info.get("turn_status"), list(info.get("calls") or ()),
+                                [dict(m) for m in messages[run.num_messages + 1:]])
+                    run.turns.append(turn)
+                run.num_messages = len(messages)
+                run.total_reward += float(reward)
+                run.observation, run.info = observation, info
+                done = bool(terminated or truncated)
+                agent.observe(slot, turn, info, done)
+                if not done:
+                    continue
+                if "episode" not in info:
+                    raise ValueError(
+                        f"{run.spec.env_id}: the episode ended without info['episode'] (the record the evaluator "
+                        f"reads); expected every env to emit one at its last step"
+                    )
+                result = EpisodeResult(run.index, run.spec, run.reset_observation, run.reset_info, run.turns, dict(info["episode"]), info,
+                                       run.total_reward, ended_by)
+                results[run.index] = result
+                del running[slot]
+                free.append(slot)
+                if on_result is not None:
+                    on_result(result)
+                if bar is not None:
+                    bar.update()
+            free.sort()
+    finally:
+        if bar is not None:
+            bar.close()
+    return results  # type: ignore[return-value]  (every slot is filled once the loop ends)
+
+
+def run_episode(env: Any, policy: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> EpisodeResult:
+    """Run one episode of ``env`` (left open) with a per-episode policy: the synchronous runner.
+
+    Example:
+        >>> env = gymnasium.make("sopgym/WarehouseReceiving-v0")  # doctest: +SKIP
+        >>> result = run_episode(env, make_policy("oracle"), seed=0, options={"split": "test"})  # doctest: +SKIP
+        >>> result.success  # doctest: +SKIP
+        True
+    """
+    env_id = env.spec.id if getattr(env, "spec", None) is not None else type(env.unwrapped).__name__
+    spec = EpisodeSpec(env_id, seed, options)
+    return run_episodes([spec], PolicyAgent(lambda _: policy), EnvPool.of(env))[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Which tasks: the same for every kind of run
+# --------------------------------------------------------------------------------------------------
 def episode_seed(seed: int, task_index: int, sample: int) -> int:
     """The seed of one episode: a hash of (run seed, task index, sample), independent of run order."""
     return int(np.random.SeedSequence([seed, task_index, sample]).generate_state(1)[0])
 
 
-def _make_policy(name: str, seed: int):
-    from sopgym.envs.policies import POLICIES, make_policy
+def task_specs(env_id: str, split: str, num_tasks: int, samples_per_task: int = 1, seed: int = 0,
+               first_task: int = 0) -> list[EpisodeSpec]:
+    """Tasks ``first_task .. first_task+num_tasks-1`` of ``split``, each ``samples_per_task`` times.
 
-    if name not in POLICIES:
-        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    accepts_seed = "seed" in inspect.signature(POLICIES[name]).parameters
-    return make_policy(name, seed=seed) if accepts_seed else make_policy(name)
+    Every benchmark run (scripted policies, hosted or local models) uses these, so their figures
+    compare on the same tasks; each episode's seed is :func:`episode_seed`.
+    """
+    if num_tasks < 1 or samples_per_task < 1:
+        raise ValueError(f"num_tasks and samples_per_task must be >= 1, got {num_tasks} and {samples_per_task}")
+    return [
+        EpisodeSpec(env_id, episode_seed(seed, t, s), {"split": split, "task_index": t}, group_id=t, sample=s)
+        for t in range(first_task, first_task + num_tasks)
+        for s in range(samples_per_task)
+    ]
 
 
-def run_episodes(
+def run_policy(
     env_id: str,
     policy_name: str,
     episodes: int,
@@ -45,98 +426,88 @@ def run_episodes(
     trajectories_path: str | os.PathLike | None = None,
     progress: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run ``policy_name`` on tasks ``0 .. episodes-1`` of ``split``, each ``samples_per_task`` times.
-
-    Every episode gets its own seed (:func:`episode_seed`), used for ``reset`` and, for stochastic
-    policies (those taking a ``seed``), for the policy, so samples of one task differ and the run
-    is reproducible.
+    """Run a built-in policy on tasks ``0 .. episodes-1`` of ``split``, each ``samples_per_task`` times.
 
     Args:
         env_id: a registered id, e.g. ``sopgym/WarehouseReceiving-v0``.
-        policy_name: ``oracle``, ``random`` or ``majority`` (see :mod:`sopgym.envs.policies`).
+        policy_name: ``oracle``, ``random``, ``majority``, ... (see :mod:`sopgym.envs.policies`).
         episodes: number of tasks (task indices ``0 .. episodes-1``).
         samples_per_task: episodes per task (the ``n`` of pass@k).
-        seed: the run's seed.
+        seed: the run's seed (each episode's is :func:`episode_seed`).
         split: ``train``, ``val`` or ``test``.
         env_kwargs: passed to ``gymnasium.make`` (e.g. ``{"reward": "binary", "sandbox": "docker"}``).
-        trajectories_path: when given, every step and episode is written there as JSONL
-            (:class:`~sopgym.envs.wrappers.RecordTrajectory`).
+        trajectories_path: when given, every step and episode is written there as JSONL, in the
+            format of :class:`~sopgym.envs.wrappers.RecordTrajectory`.
         progress: draw a progress bar on stderr.
 
     Returns:
-        The ``info["episode"]`` records, task-major (all samples of task 0, then task 1, ...).
+        The episode records, task-major (all samples of task 0, then task 1, ...).
 
     Raises:
         ValueError: on a bad count, an unknown policy, or more tasks than the split holds.
     """
-    from sopgym.envs.wrappers import RecordTrajectory
+    import gymnasium as gym
 
-    if episodes < 1 or samples_per_task < 1:
-        raise ValueError(f"episodes and samples_per_task must be >= 1, got {episodes} and {samples_per_task}")
-    _make_policy(policy_name, 0)  # fail on an unknown policy before building the env
-    kwargs = {**dict(env_kwargs or {}), "split": split}
-    env = gym.make(env_id, **kwargs)
+    specs = task_specs(env_id, split, episodes, samples_per_task, seed)
+    agent = builtin_policy_agent(policy_name)
+    pool = EnvPool(lambda i: gym.make(i, **{**dict(env_kwargs or {}), "split": split}))
     try:
-        size = env.unwrapped.pack.num_tasks(split)
+        size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
         if size is not None and episodes > size:
             raise ValueError(f"split {split!r} of {env_id} has {size} tasks; got episodes={episodes}")
-        if trajectories_path is not None:
-            env = RecordTrajectory(env, trajectories_path)
-        records: list[dict[str, Any]] = []
-        bar = ProgressBar(episodes * samples_per_task) if progress else None
-        for task_index in range(episodes):
-            for sample in range(samples_per_task):
-                ep_seed = episode_seed(seed, task_index, sample)
-                policy = _make_policy(policy_name, ep_seed)
-                observation, info = env.reset(seed=ep_seed, options={"split": split, "task_index": task_index})
-                policy.reset(info)
-                done = False
-                while not done:
-                    observation, _, terminated, truncated, info = env.step(policy.act(observation, info))
-                    done = terminated or truncated
-                records.append(info["episode"])
-                if bar is not None:
-                    bar.update()
-        if bar is not None:
-            bar.close()
-        return records
+        with _TrajectoryWriter(trajectories_path) as write:
+            results = run_episodes(specs, agent, pool, concurrency=1, on_result=write, progress=progress)
+        return [r.record for r in results]
     finally:
-        env.close()
+        pool.close()
 
 
-def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """(line number, decoded value) for each non-blank line of a JSONL file.
+# --------------------------------------------------------------------------------------------------
+# Trajectory files
+# --------------------------------------------------------------------------------------------------
+def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) -> Iterator[dict[str, Any]]:
+    """The JSONL lines of one finished episode, in :class:`~sopgym.envs.wrappers.RecordTrajectory`'s
+    format (``reset``, one ``step`` per turn, ``episode``), so ``sopgym show`` and
+    :func:`load_records` read runner output and wrapper output alike."""
+    from sopgym.envs.wrappers import episode_line, reset_line, step_line
 
-    Raises:
-        ValueError: on a line that is not valid JSON, naming the file and line.
-    """
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+    index = result.index if episode_index is None else episode_index
+    spec = result.spec
+    yield reset_line(index, result.reset_info.get("task_id"), spec.seed,
+                     dict(spec.options) if spec.options is not None else None, result.reset_observation)
+    for number, turn in enumerate(result.turns, start=1):
+        tool_results = [m for m in turn.new_messages if m.get("role") == "tool"]
+        yield step_line(index, number, turn.observation, turn.action, turn.calls, tool_results, turn.reward,
+                        turn.status, turn.terminated, turn.truncated)
+    yield episode_line(index, result.record)
 
 
-def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Episode records from a JSONL file.
+class _TrajectoryWriter:
+    """``on_result`` callback writing each finished episode's lines to a JSONL file (or nothing)."""
 
-    Reads :class:`~sopgym.envs.wrappers.RecordTrajectory` output (keeps ``type == "episode"`` lines,
-    dropping their ``type`` and ``episode_index``) or a file of bare records (lines without ``type``).
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = path
+        self._file = None
 
-    Raises:
-        ValueError: on a line that is not a JSON object, naming the file and line.
-    """
-    records = []
-    for number, obj in iter_jsonl(jsonl_path):
-        if not isinstance(obj, dict):
-            raise ValueError(f"{jsonl_path}:{number}: expected a JSON object, got {type(obj).__name__}")
-        kind = obj.pop("type", None)
-        if kind == "episode":
-            obj.pop("episode_index", None)
-            records.append(obj)
-        elif kind is None:
-            records.append(obj)
-    return records
+    def __enter__(self) -> Callable[[EpisodeResult], None]:
+        if self.path is not None:
+            parent = os.path.dirname(os.fspath(self.path))
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+        return self
+
+    def __call__(self, result: EpisodeResult) -> None:
+        if self._file is None:
+            return
+        from sopgym.envs.wrappers import dumps_line
+
+        for line in trajectory_lines(result):
+            self._file.write(dumps_line(line) + "\n")
+        self._file.flush()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+

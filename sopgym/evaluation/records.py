@@ -1,0 +1,48 @@
+"""Reading episode records back from JSONL (trajectory files of the runner or of ``RecordTrajectory``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["iter_jsonl", "load_records"]
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) for each non-blank line of a JSONL file.
+
+    Raises:
+        ValueError: on a line that is not valid JSON, naming the file and line.
+    """
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+
+
+def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Episode records from a JSONL file.
+
+    Reads trajectory files (keeps ``type == "episode"`` lines, dropping their ``type`` and
+    ``episode_index``) or a file of bare records (lines without ``type``).
+
+    Raises:
+        ValueError: on a line that is not a JSON object, naming the file and line.
+    """
+    records = []
+    for number, obj in iter_jsonl(jsonl_path):
+        if not isinstance(obj, dict):
+            raise ValueError(f"{jsonl_path}:{number}: expected a JSON object, got {type(obj).__name__}")
+        kind = obj.pop("type", None)
+        if kind == "episode":
+            obj.pop("episode_index", None)
+            records.append(obj)
+        elif kind is None:
+            records.append(obj)
+    return records

@@ -72,6 +72,7 @@ class EpisodeBuilder:
         self.tok = tokenizer
         self.ep = episode
         self._rendered = ""  # template text of ep.ids so far (the prefix later renders must keep)
+        self._awaiting_turn = True  # ep.ids end with the generation prompt of an assistant turn
         text = self._render(episode.messages, generation_prompt=True)
         self._append_text(text)
         self._rendered = text
@@ -102,6 +103,7 @@ class EpisodeBuilder:
         self.ep.loss_mask.extend([1] * len(sampled_ids))
         self.ep.old_logp.extend(float(x) for x in logps)
         self._rendered += self.tok.decode(sampled_ids, skip_special_tokens=False)
+        self._awaiting_turn = False
         self.ep.messages.append({"role": "assistant", "content": content})
         self.ep.num_turns += 1
         return content
@@ -122,9 +124,17 @@ class EpisodeBuilder:
             raise TemplatePrefixError(self._mismatch(full, closed))
         self._append_text(full[len(self._rendered) :])
         self._rendered = full
+        self._awaiting_turn = expect_more_turns
 
     def close(self) -> None:
-        """Append the template's closing scaffolding of the last turn so ids == template(final messages)."""
+        """Append the template's closing scaffolding of the last turn so ids == template(final messages).
+
+        An episode ended while awaiting an assistant turn (the harness ended it after the env's
+        messages, e.g. no room left for another turn) already equals ``template(final messages,
+        add_generation_prompt=True)``: nothing is appended (the prompt's tokens carry loss mask 0).
+        """
+        if self._awaiting_turn:
+            return
         closed = self._render(self.ep.messages, generation_prompt=False)
         if not closed.startswith(self._rendered):
             raise TemplatePrefixError(self._mismatch(closed))

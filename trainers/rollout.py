@@ -1,55 +1,40 @@
-"""Drive batches of sopgym envs with a token-level policy and assemble ``Episode`` objects.
+"""Rollouts in token space: the trainer's policy as an agent of the one episode runner.
 
 A group is ``group_size`` episodes of the same task: the same env id, split and seed, so the env
-starts from the identical state. All active episodes of all groups generate their next turn in one
-batched ``policy.generate`` call.
+starts from the identical state. The episode runner (:mod:`sopgym.evaluation.runner`) drives the
+envs; :class:`TokenAgent` answers every running episode with one batched ``policy.generate`` per
+round and keeps each episode in token space (:class:`~.episodes.EpisodeBuilder`). What an episode
+counts (success, invalid actions, tool failures, truncation) is read from the env's episode record
+as the evaluator scores it, never recounted here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
+from sopgym.status import TOOL_FAILURE_VALUES
+
 from .episodes import Episode, EpisodeBuilder
 
-INVALID_ACTION = {"NO_TOOL_CALL", "ERROR_PARSE", "ERROR_UNKNOWN_TOOL", "ERROR_BAD_ARGUMENTS"}
-TOOL_FAILURE = {"ERROR_TOOL", "ERROR_TIMEOUT"}
+__all__ = ["TrainingNotAllowed", "TokenAgent", "EnvPool", "EpisodeSpec", "collect", "finish_episode",
+           "group_spec_list", "gym_env_factory"]
 
 
 class TrainingNotAllowed(RuntimeError):
     """The task's licence does not allow training on it (``info['training_allowed']`` is False)."""
 
 
-@dataclass(frozen=True)
-class EpisodeSpec:
-    env_id: str
-    seed: int
-    split: str
-    group_id: int
-    options: dict[str, Any] | None = None
-
-
-class EnvPool:
-    """Reusable env instances per env id (one per concurrently running episode)."""
-
-    def __init__(self, make_env: Callable[[str], Any]):
-        self.make_env = make_env
-        self._envs: dict[str, list[Any]] = {}
-
-    def get(self, env_id: str, slot: int):
-        envs = self._envs.setdefault(env_id, [])
-        while len(envs) <= slot:
-            envs.append(self.make_env(env_id))
-        return envs[slot]
-
-    def close(self) -> None:
-        for envs in self._envs.values():
-            for env in envs:
-                env.close()
-        self._envs.clear()
+def check_training_allowed(env_id: str, info: dict[str, Any], allow_restricted: bool) -> None:
+    """Raise :class:`TrainingNotAllowed` for a task whose licence forbids training, unless overridden."""
+    if not info.get("training_allowed", False) and not allow_restricted:
+        raise TrainingNotAllowed(
+            f"{env_id} task {info.get('task_id')} has training_allowed=False "
+            f"(licence {info.get('license')!r}); set env.allow_restricted_training to override"
+        )
 
 
 def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] | None) -> Callable[[str], Any]:
@@ -57,11 +42,6 @@ def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] 
     import gymnasium
 
     import sopgym  # noqa: F401  (registers the sopgym/* ids)
-
-    try:
-        import sopgym.envs  # noqa: F401
-    except ImportError:  # envs not installed yet: ids may be registered elsewhere
-        pass
 
     def make(env_id: str):
         kwargs = dict(env_kwargs)
@@ -72,19 +52,79 @@ def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] 
     return make
 
 
-def episode_success(reward: float, components: dict[str, float], episode_info: dict[str, Any]) -> bool:
-    """Task success as the independent evaluator judges the env's episode record (fallbacks for other envs)."""
-    try:
-        from sopgym.evaluation import score_record
+def finish_episode(ep: Episode, result: EpisodeResult) -> None:
+    """Fill an episode's outcome from the runner's result: the env's record as the evaluator scores it."""
+    record, score = result.record, result.score
+    ep.done = True
+    ep.reward = float(result.total_reward)
+    ep.reward_components = {k: float(v) for k, v in (result.final_info.get("reward_components") or {}).items()}
+    ep.episode_info = dict(record)
+    ep.success = score.success
+    ep.status = str(result.final_info.get("status", "OK"))
+    ep.truncation_cause = score.truncation_cause
+    ep.infrastructure_failure = score.infrastructure_failure
+    ep.invalid_actions = score.invalid_actions
+    ep.tool_failures = sum(s in TOOL_FAILURE_VALUES for s in record.get("statuses") or ())
 
-        return bool(score_record(episode_info).success)
-    except (ImportError, ValueError):
-        pass
-    for source in (episode_info, components):
-        for key in ("success", "task_success"):
-            if key in source and source[key] is not None:
-                return bool(source[key])
-    return reward >= 1.0 - 1e-9
+
+class TokenAgent:
+    """The trainer's sampler as a batched agent: every running episode generates its next turn in one
+    ``policy.generate`` call; sampled ids and log-probs are kept exactly as sampled.
+
+    An episode whose next turn has no room left in ``max_context`` tokens is ended with
+    ``EndEpisode("context_budget")`` (the env scores it like an unanswered episode).
+
+    Args:
+        policy: ``generate(prompts, max_new_tokens, temperature=, top_p=, generator=) -> [Sample]``.
+        tokenizer: the chat-template tokenizer of the episodes.
+        require_training_allowed: refuse tasks whose licence forbids training, unless ``allow_restricted``.
+    """
+
+    def __init__(self, policy, tokenizer, *, max_new_tokens: int, max_context: int, temperature: float,
+                 top_p: float = 1.0, generator: torch.Generator | None = None,
+                 require_training_allowed: bool = False, allow_restricted: bool = False):
+        self.policy, self.tokenizer = policy, tokenizer
+        self.max_new_tokens, self.max_context = max_new_tokens, max_context
+        self.temperature, self.top_p, self.generator = temperature, top_p, generator
+        self.require_training_allowed, self.allow_restricted = require_training_allowed, allow_restricted
+        self._running: dict[int, tuple[Episode, EpisodeBuilder]] = {}
+        self.finished: dict[int, Episode] = {}
+        """Finished episodes by spec index."""
+
+    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
+        if self.require_training_allowed:
+            check_training_allowed(spec.env_id, info, self.allow_restricted)
+        ep = Episode(task_id=str(info.get("task_id")), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
+                     messages=[dict(m) for m in info["messages"]], tools=info.get("tools"))
+        self._running[slot] = (ep, EpisodeBuilder(self.tokenizer, ep))
+
+    def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
+        replies: dict[int, Any] = {}
+        caps = {s: min(self.max_new_tokens, self.max_context - len(self._running[s][0].ids)) for s in slots}
+        for s in slots:
+            if caps[s] <= 0:  # trainer-side context budget: no room left for even one token
+                replies[s] = EndEpisode("context_budget", f"no room for another turn in max_context={self.max_context} tokens")
+        live = [s for s in slots if s not in replies]
+        if live:
+            samples = self.policy.generate(
+                [self._running[s][0].ids for s in live], [caps[s] for s in live],
+                temperature=self.temperature, top_p=self.top_p, generator=self.generator,
+            )
+            for s, sample in zip(live, samples):
+                ep, builder = self._running[s]
+                replies[s] = builder.add_assistant(sample.ids, sample.logps)
+                ep.token_cap_hits += int(sample.hit_cap)
+        return [replies[s] for s in slots]
+
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:
+        ep, builder = self._running[slot]
+        if result is None:
+            builder.add_env_messages(turn.new_messages)
+            return
+        builder.close()
+        finish_episode(ep, result)
+        self.finished[result.index] = ep
+        del self._running[slot]
 
 
 def collect(
@@ -101,88 +141,22 @@ def collect(
     require_training_allowed: bool = False,
     allow_restricted: bool = False,
 ) -> list[Episode]:
-    """Run every spec to the end of its episode; returns episodes in spec order.
+    """Run every spec to the end of its episode (all at once, one batched generate per turn).
+
+    Returns:
+        Token-space episodes in spec order.
 
     Raises:
         TrainingNotAllowed: ``require_training_allowed`` and a task says ``training_allowed: False``
             while ``allow_restricted`` is not set.
     """
-    episodes: list[Episode] = []
-    builders: list[EpisodeBuilder] = []
-    envs: list[Any] = []
-    seen: list[int] = []  # number of env messages already mirrored, per episode
-    slots: dict[str, int] = {}
-    for spec in specs:
-        slot = slots.get(spec.env_id, 0)
-        slots[spec.env_id] = slot + 1
-        env = pool.get(spec.env_id, slot)
-        options = {"split": spec.split, **(spec.options or {})}
-        _, info = env.reset(seed=spec.seed, options=options)
-        if require_training_allowed and not info.get("training_allowed", False) and not allow_restricted:
-            raise TrainingNotAllowed(
-                f"{spec.env_id} task {info.get('task_id')} has training_allowed=False "
-                f"(licence {info.get('license')!r}); set env.allow_restricted_training to override"
-            )
-        ep = Episode(
-            task_id=str(info.get("task_id")),
-            group_id=spec.group_id,
-            seed=spec.seed,
-            env_id=spec.env_id,
-            messages=[dict(m) for m in info["messages"]],
-            tools=info.get("tools"),
-        )
-        episodes.append(ep)
-        builders.append(EpisodeBuilder(tokenizer, ep))
-        envs.append(env)
-        seen.append(len(info["messages"]))
-
-    while True:
-        active = [i for i, ep in enumerate(episodes) if not ep.done]
-        if not active:
-            break
-        # ---- trainer-side context budget: no room left for even one token ----
-        caps = {i: min(max_new_tokens, max_context - len(episodes[i].ids)) for i in active}
-        for i in [i for i in active if caps[i] <= 0]:
-            episodes[i].done = True
-            episodes[i].truncation_cause = "context_budget"
-            episodes[i].status = "TRUNCATED_BUDGET"
-            builders[i].close()
-        active = [i for i in active if caps[i] > 0]
-        if not active:
-            break
-        samples = policy.generate(
-            [episodes[i].ids for i in active],
-            [caps[i] for i in active],
-            temperature=temperature,
-            top_p=top_p,
-            generator=generator,
-        )
-        for i, sample in zip(active, samples):
-            ep, builder = episodes[i], builders[i]
-            content = builder.add_assistant(sample.ids, sample.logps)
-            ep.token_cap_hits += int(sample.hit_cap)
-            _, reward, terminated, truncated, info = envs[i].step(content)
-            ep.reward += float(reward)
-            ep.status = str(info.get("status", "OK"))
-            ep.invalid_actions += int(ep.status in INVALID_ACTION)
-            ep.tool_failures += int(ep.status in TOOL_FAILURE)
-            ep.infrastructure_failure |= bool(info.get("infrastructure_failure", False))
-            if terminated or truncated:
-                ep.done = True
-                ep.truncation_cause = info.get("truncation_cause") or (None if terminated else "unknown")
-                ep.reward_components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()}
-                ep.episode_info = dict(info.get("episode") or {})
-                ep.success = episode_success(ep.reward, ep.reward_components, ep.episode_info)
-                builder.close()
-                continue
-            messages = info["messages"]
-            builder.add_env_messages([dict(m) for m in messages[seen[i] + 1 :]])
-            seen[i] = len(messages)
-            if len(ep.ids) >= max_context:
-                ep.done = True
-                ep.truncation_cause = "context_budget"
-                ep.status = "TRUNCATED_BUDGET"
-    return episodes
+    agent = TokenAgent(
+        policy, tokenizer, max_new_tokens=max_new_tokens, max_context=max_context, temperature=temperature,
+        top_p=top_p, generator=generator, require_training_allowed=require_training_allowed,
+        allow_restricted=allow_restricted,
+    )
+    run_episodes(specs, agent, pool)
+    return [agent.finished[i] for i in range(len(specs))]
 
 
 def group_spec_list(env_ids: list[str], split: str, first_seed: int, num_tasks: int, group_size: int) -> list[EpisodeSpec]:
@@ -191,5 +165,5 @@ def group_spec_list(env_ids: list[str], split: str, first_seed: int, num_tasks: 
     for t in range(num_tasks):
         seed = first_seed + t
         env_id = env_ids[seed % len(env_ids)]
-        specs.extend(EpisodeSpec(env_id, seed, split, group_id=t) for _ in range(group_size))
+        specs.extend(EpisodeSpec(env_id, seed, {"split": split}, group_id=t, sample=j) for j in range(group_size))
     return specs

@@ -77,34 +77,17 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
 
 
 def eval_metrics(episodes: list[Episode]) -> dict[str, float]:
-    """Held-out metrics from the independent evaluator (``sopgym.evaluation.evaluate_records``).
+    """Held-out metrics from the independent evaluator (``sopgym.evaluation.evaluate_records``) on the
+    env's record of every episode (episodes the trainer's context cap ended have one too)."""
+    from sopgym.evaluation import evaluate_records
 
-    Episodes the env did not score (cut by the trainer's own context cap, so without an ``episode``
-    record) are counted as failures in ``val/task_success_rate`` and reported in ``val/unscored_episodes``.
-    """
-    out: dict[str, float] = {}
     n = max(1, len(episodes))
-    try:
-        from sopgym.evaluation import evaluate_records, score_record
-    except ImportError:
-        evaluate_records = score_record = None
-    scored = []
-    for ep in episodes:
-        try:
-            if score_record is not None:
-                score_record(ep.episode_info)
-                scored.append(ep.episode_info)
-        except ValueError:
-            pass
-    if scored:
-        result = evaluate_records(scored, k=1, n_bootstrap=0)
-        for key, value in result.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not None:
-                out[f"val/{key}"] = float(value)
-        out["val/task_success_rate"] = float(result["task_success_rate"]) * len(scored) / n
-    else:
-        out["val/task_success_rate"] = sum(ep.success for ep in episodes) / n
-    out["val/unscored_episodes"] = float(len(episodes) - len(scored))
+    out: dict[str, float] = {}
+    result = evaluate_records([ep.episode_info for ep in episodes], k=1, n_bootstrap=0) if episodes else {}
+    for key, value in result.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[f"val/{key}"] = float(value)
+    out.setdefault("val/task_success_rate", 0.0)
     out["val/reward/mean"] = sum(ep.reward for ep in episodes) / n
     return out
 

@@ -12,9 +12,11 @@ from typing import Any
 
 import torch
 
+from sopgym.evaluation.runner import PolicyAgent, run_episodes
+
 from .episodes import Episode, EpisodeBuilder
 from .optimise import StepSettings, optimiser_step
-from .rollout import EnvPool, EpisodeSpec, TrainingNotAllowed, episode_success
+from .rollout import EnvPool, EpisodeSpec, check_training_allowed
 
 
 def default_oracle():
@@ -23,37 +25,36 @@ def default_oracle():
     return make_policy("oracle")
 
 
+class _DemonstrationAgent(PolicyAgent):
+    """The demonstrator, refusing tasks whose licence forbids training before it acts."""
+
+    def __init__(self, make_oracle: Callable[[], Any], allow_restricted: bool):
+        super().__init__(lambda spec: make_oracle())
+        self.allow_restricted = allow_restricted
+
+    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
+        check_training_allowed(spec.env_id, info, self.allow_restricted)
+        super().start(slot, spec, observation, info)
+
+
 def collect_trajectories(
     pool: EnvPool, specs: list[EpisodeSpec], make_oracle: Callable[[], Any], allow_restricted: bool = False
 ) -> list[dict[str, Any]]:
-    """Run the oracle on each spec; returns ``{"messages", "tools", "reward", "success"}`` per episode.
+    """Run the demonstrator on each spec; returns ``{"messages", "tools", "reward", "success", "task_id"}`` per episode.
 
-    Assistant messages hold the oracle's reply text (what the env parsed), not structured tool calls.
+    Assistant messages hold the demonstrator's reply text (what the env parsed), not structured tool
+    calls; ``success`` is the evaluator's verdict on the env's record.
     """
+    results = run_episodes(specs, _DemonstrationAgent(make_oracle, allow_restricted), pool, concurrency=1)
     out = []
-    for spec in specs:
-        env = pool.get(spec.env_id, 0)
-        oracle = make_oracle()
-        obs, info = env.reset(seed=spec.seed, options={"split": spec.split, **(spec.options or {})})
-        if not info.get("training_allowed", False) and not allow_restricted:
-            raise TrainingNotAllowed(f"{spec.env_id}: training_allowed=False for task {info.get('task_id')}")
-        oracle.reset(info)
-        tools = info.get("tools")
-        messages = [dict(m) for m in info["messages"]]
-        seen = len(info["messages"])
-        reward, done = 0.0, False
-        while not done:
-            text = oracle.act(obs, info)
-            messages.append({"role": "assistant", "content": text})
-            obs, r, terminated, truncated, info = env.step(text)
-            reward += float(r)
-            done = terminated or truncated
-            if not done:
-                messages.extend(dict(m) for m in info["messages"][seen + 1 :])
-                seen = len(info["messages"])
-        episode_info = info.get("episode") or {}
-        success = episode_success(reward, episode_info.get("reward_components") or {}, episode_info)
-        out.append({"messages": messages, "tools": tools, "reward": reward, "success": success, "task_id": str(info.get("task_id"))})
+    for result in results:
+        messages = [dict(m) for m in result.reset_info["messages"]]
+        for turn in result.turns:
+            messages.append({"role": "assistant", "content": turn.action})
+            if not (turn.terminated or turn.truncated):
+                messages.extend(turn.new_messages)
+        out.append({"messages": messages, "tools": result.reset_info.get("tools"), "reward": result.total_reward,
+                    "success": result.success, "task_id": str(result.reset_info.get("task_id"))})
     return out
 
 

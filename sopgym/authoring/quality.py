@@ -112,27 +112,27 @@ def label_entropy(answers: list[dict[str, Any]]) -> float:
 
 
 def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kwargs: Any) -> dict[str, Any]:
+    """Run one policy instance (its random state carries over from task to task) on tasks ``0..count-1``
+    through the episode runner; success is the evaluator's verdict on each record."""
     from sopgym.envs.env import SOPEnv
     from sopgym.envs.policies import make_policy
+    from sopgym.evaluation.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
 
+    if not count:
+        return {"success": 0.0, "mean_calls": 0.0, "used": Counter()}
     env = SOPEnv(pack, code_runner="inprocess")
     policy = make_policy(policy_name, **policy_kwargs)
-    successes, calls, used = 0, 0, Counter()
-    for index in range(count):
-        obs, info = env.reset(options={"split": split, "task_index": index})
-        policy.reset(info)
-        done = False
-        while not done:
-            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
-            for call in info["calls"]:
-                if call["status"] == "OK":
-                    used[call["name"]] += 1
-            done = terminated or truncated
-        rec = info["episode"]
-        successes += rec["answer"] is not None and all(v == 1.0 for k, v in rec["reward_components"].items() if not k.startswith("shaping/"))
-        calls += rec["num_tool_calls"]
-    env.close()
-    return {"success": successes / count if count else 0.0, "mean_calls": calls / count if count else 0.0, "used": used}
+    specs = [EpisodeSpec(pack.env_id, None, {"split": split, "task_index": index}) for index in range(count)]
+    try:
+        results = run_episodes(specs, PolicyAgent(lambda spec: policy), EnvPool.of(env), concurrency=1)
+    finally:
+        env.close()
+    used = Counter(call["name"] for r in results for turn in r.turns for call in turn.calls if call["status"] == "OK")
+    return {
+        "success": sum(r.success for r in results) / count,
+        "mean_calls": sum(r.record["num_tool_calls"] for r in results) / count,
+        "used": used,
+    }
 
 
 def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: float = MAX_BASELINE) -> DomainReport:

@@ -144,14 +144,15 @@ class BatchAgent(Protocol):
     ``start`` is called when an episode begins in a slot; ``act`` once per round with every running
     slot, returning one reply (or :class:`EndEpisode`) per slot in the same order; ``observe`` after
     each step or end with what the env answered (``turn`` is None when the episode was ended by
-    :class:`EndEpisode`), ``done`` saying whether the episode is over (the slot is then free).
+    :class:`EndEpisode`) and, when the episode is over, its :class:`EpisodeResult` (the slot is then
+    free; ``result`` is None while the episode runs).
     """
 
     def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None: ...
 
     def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]: ...
 
-    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], done: bool) -> None: ...
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None: ...
 
 
 class PolicyAgent:
@@ -174,8 +175,8 @@ class PolicyAgent:
     def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
         return [self._policies[s].act(o, i) for s, o, i in zip(slots, observations, infos)]
 
-    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], done: bool) -> None:
-        if done:
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:
+        if result is not None:
             self._policies.pop(slot, None)
 
 
@@ -352,9 +353,8 @@ def run_episodes(
                 run.num_messages = len(messages)
                 run.total_reward += float(reward)
                 run.observation, run.info = observation, info
-                done = bool(terminated or truncated)
-                agent.observe(slot, turn, info, done)
-                if not done:
+                if not (terminated or truncated):
+                    agent.observe(slot, turn, info, None)
                     continue
                 if "episode" not in info:
                     raise ValueError(
@@ -364,6 +364,7 @@ def run_episodes(
                 result = EpisodeResult(run.index, run.spec, run.reset_observation, run.reset_info, run.turns, dict(info["episode"]), info,
                                        run.total_reward, ended_by)
                 results[run.index] = result
+                agent.observe(slot, turn, info, result)
                 del running[slot]
                 free.append(slot)
                 if on_result is not None:

@@ -43,6 +43,8 @@ class FakeSopEnv(gymnasium.Env):
             self.value = self.fixed_value
         self.turns = 0
         self.answer = None
+        self.statuses = []
+        self.done = False
         self.messages = [
             {"role": "system", "content": "SOP: look up the key, then submit its colour."},
             {"role": "user", "content": f"key: {self.key}"},
@@ -84,6 +86,7 @@ class FakeSopEnv(gymnasium.Env):
             else:
                 status = "ERROR_UNKNOWN_TOOL"
                 self.messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "unknown tool"})
+        self.statuses.append(status)
         truncated = not terminated and self.turns >= self.max_turns
         if truncated:
             components = {"correct": 0.0}
@@ -96,12 +99,28 @@ class FakeSopEnv(gymnasium.Env):
             "truncation_cause": "max_turns" if truncated else None, "infrastructure_failure": infra,
         }
         if terminated or truncated:
-            info["episode"] = {
-                "task_id": f"fake-{self.seed_}", "answer": self.answer, "expected": {"answer": self.value},
-                "fields": [{"name": "answer", "type": "string"}], "turns": self.turns, "terminated": terminated,
-                "truncated": truncated, "statuses": [status], "infrastructure_failure": infra, "reward": reward,
-            }
+            info["episode"] = self._record(terminated, "max_turns" if truncated else None, infra, reward)
         return "", reward, terminated, truncated, info
+
+    def _record(self, terminated, cause, infra, reward):
+        self.done = True
+        return {
+            "task_id": f"fake-{self.seed_}", "answer": self.answer, "expected": {"answer": self.value},
+            "fields": [{"name": "answer", "type": "string"}], "turns": self.turns, "terminated": terminated,
+            "truncated": cause is not None, "truncation_cause": cause, "statuses": list(self.statuses),
+            "infrastructure_failure": infra, "reward": reward,
+        }
+
+    def end_episode(self, cause="stopped", message=""):
+        """The sopgym contract: end now, scored like an unanswered episode (see SOPEnv.end_episode)."""
+        infra = cause == "inference"
+        status = {"context_budget": "TRUNCATED_BUDGET", "stopped": "TRUNCATED_STOPPED", "inference": "ERROR_INFERENCE"}[cause]
+        info = {
+            "status": status, "turn_status": None, "status_message": message, "messages": list(self.messages),
+            "reward_components": {"correct": 0.0}, "truncation_cause": cause, "infrastructure_failure": infra,
+        }
+        info["episode"] = self._record(False, cause, infra, 0.0)
+        return "", 0.0, False, True, info
 
 
 def oracle_reply(messages) -> str:

@@ -7,8 +7,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 import torch
 
+from sopgym.evaluation import EnvPool, evaluate_records, run_episodes
 from sopgym.trainers.policy.hf import HFPolicy, top_p_filter
-from sopgym.trainers.policy.openai_client import EndpointError, OpenAIChatPolicy, run_episodes, tool_calls_to_hermes
+from sopgym.trainers.policy.openai_client import ChatAgent, EndpointError, OpenAIChatPolicy, tool_calls_to_hermes
 from sopgym.trainers.rollout import group_spec_list
 
 from . import fake_env
@@ -110,10 +111,8 @@ def test_tool_calls_to_hermes():
 def test_openai_client_runs_episodes_against_local_server(server):
     policy = OpenAIChatPolicy(server, model="m", api_key="k", max_workers=2)
     _Handler.fail_first = 1  # one 503: retried
-    records = run_episodes(lambda env_id: fake_env.FakeSopEnv(), group_spec_list(["fake"], "val", 0, 3, 1), policy)
-    from sopgym.evaluation import score_record
-
-    assert [score_record(r).success for r in records] == [True, True, True]
+    results = run_episodes(group_spec_list(["fake"], "val", 0, 3, 1), ChatAgent(policy), EnvPool(lambda env_id: fake_env.FakeSopEnv()))
+    assert [r.success for r in results] == [True, True, True]
     path, body, auth = _Handler.requests[-1]
     assert path == "/v1/chat/completions" and body["model"] == "m" and auth == "Bearer k"
     assert body["tools"][0]["function"]["name"] == "lookup"
@@ -122,6 +121,8 @@ def test_openai_client_runs_episodes_against_local_server(server):
 def test_openai_client_errors(server):
     with pytest.raises(EndpointError, match="HTTP 400"):
         OpenAIChatPolicy(server, model="bad").complete([{"role": "user", "content": "hi"}])
-    records = run_episodes(lambda e: fake_env.FakeSopEnv(), group_spec_list(["fake"], "val", 0, 1, 1),
-                           OpenAIChatPolicy("http://127.0.0.1:9/v1", model="m", retries=1, timeout_s=1))
-    assert records[0]["infrastructure_failure"] is True
+    results = run_episodes(group_spec_list(["fake"], "val", 0, 1, 1),
+                           ChatAgent(OpenAIChatPolicy("http://127.0.0.1:9/v1", model="m", retries=1, timeout_s=1)),
+                           EnvPool(lambda e: fake_env.FakeSopEnv()))
+    assert results[0].record["infrastructure_failure"] is True
+    assert evaluate_records([results[0].record], n_bootstrap=0)["infrastructure_failure_rate"] == 1.0

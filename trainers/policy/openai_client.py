@@ -4,8 +4,9 @@ Used for evaluation and remote generation. It speaks messages, not tokens, so it
 trained on token-exactly; use ``policy.hf`` for training rollouts. Standard library only (urllib).
 
 Example:
-    >>> policy = OpenAIChatPolicy("http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-0.5B-Instruct")
-    >>> reply = policy.complete(info["messages"], info["tools"])   # Hermes <tool_call> text
+    >>> policy = OpenAIChatPolicy("http://127.0.0.1:8000/v1", model="Qwen/Qwen2.5-0.5B-Instruct")  # doctest: +SKIP
+    >>> reply = policy.complete(info["messages"], info["tools"])   # Hermes <tool_call> text  # doctest: +SKIP
+    >>> results = run_episodes(specs, ChatAgent(policy), pool)  # the episode runner  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -101,40 +102,42 @@ class OpenAIChatPolicy:
         reply = self._post(body)
         return tool_calls_to_hermes(reply["choices"][0]["message"])
 
-    def complete_batch(self, chats: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]]) -> list[str]:
+    def complete_batch(self, chats: list[tuple[list[dict[str, Any]], list[dict[str, Any]] | None]]) -> list[str | EndpointError]:
+        """Replies for many chats at once (at most ``max_workers`` requests in flight); a request that
+        failed after its retries gives its :class:`EndpointError` in place of a reply, so one failure
+        fails only its own chat."""
+
+        def one(chat):
+            try:
+                return self.complete(*chat)
+            except EndpointError as exc:
+                return exc
+
         with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
-            return list(pool.map(lambda c: self.complete(*c), chats))
+            return list(pool.map(one, chats))
 
 
-def run_episodes(make_env, specs, policy: OpenAIChatPolicy) -> list[dict[str, Any]]:
-    """Evaluate a message-level policy: returns the env's ``episode`` records (for ``evaluate_records``).
+class ChatAgent:
+    """An :class:`OpenAIChatPolicy` as an agent of the episode runner (:mod:`sopgym.evaluation.runner`).
 
-    Endpoint failures end the episode as an infrastructure failure, never scored against the policy.
+    Each round sends every running episode's chat (``info["messages"]`` and ``info["tools"]``); an
+    episode whose request failed after its retries is ended as an infrastructure failure
+    (``EndEpisode("inference")``), never scored as the policy's, and the others carry on.
     """
-    envs, infos, records = [], [], [None] * len(specs)
-    for spec in specs:
-        env = make_env(spec.env_id)
-        _, info = env.reset(seed=spec.seed, options={"split": spec.split, **(spec.options or {})})
-        envs.append(env)
-        infos.append(info)
-    tools = [info.get("tools") for info in infos]
-    active = list(range(len(specs)))
-    while active:
-        try:
-            replies = policy.complete_batch([(infos[i]["messages"], tools[i]) for i in active])
-        except EndpointError as exc:
-            for i in active:
-                records[i] = {"task_id": infos[i].get("task_id"), "infrastructure_failure": True, "error": str(exc)}
-            break
-        still = []
-        for i, reply in zip(active, replies):
-            _, _, terminated, truncated, info = envs[i].step(reply)
-            infos[i] = info
-            if terminated or truncated:
-                records[i] = dict(info.get("episode") or {})
-            else:
-                still.append(i)
-        active = still
-    for env in envs:
-        env.close()
-    return records
+
+    def __init__(self, policy: OpenAIChatPolicy):
+        self.policy = policy
+        self._tools: dict[int, Any] = {}
+
+    def start(self, slot, spec, observation, info) -> None:
+        self._tools[slot] = info.get("tools")
+
+    def act(self, slots, observations, infos) -> list[Any]:
+        from sopgym.evaluation.runner import EndEpisode
+
+        replies = self.policy.complete_batch([(info["messages"], self._tools[s]) for s, info in zip(slots, infos)])
+        return [EndEpisode("inference", str(r)) if isinstance(r, EndpointError) else r for r in replies]
+
+    def observe(self, slot, turn, info, result) -> None:
+        if result is not None:
+            self._tools.pop(slot, None)

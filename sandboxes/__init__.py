@@ -10,6 +10,7 @@ from .base import (
     Outcome,
     SandboxEpisode,
     SandboxError,
+    SandboxMisuse,
     SandboxTimeout,
     SandboxUnavailable,
     StatefulBackend,
@@ -25,6 +26,6 @@ from .toolbox import ToolBox
 
 __all__ = [
     "ERROR_KEY", "CodeRunner", "SandboxEpisode", "ExecResult", "InProcessBackend", "Outcome",
-    "SandboxError", "SandboxTimeout", "SandboxUnavailable", "SchemaError", "StatefulBackend",
+    "SandboxError", "SandboxMisuse", "SandboxTimeout", "SandboxUnavailable", "SchemaError", "StatefulBackend",
     "StatefulProgram", "Tier", "ToolBox", "ToolResult", "ToolSpec", "canonical_args", "validate",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailable",
     "SandboxTimeout",
+    "SandboxMisuse",
     "ERROR_KEY",
     "canonical_args",
     "render_result",
@@ -190,6 +191,16 @@ class SandboxUnavailable(SandboxError):
 
 class SandboxTimeout(SandboxError):
     """The sandbox itself did not answer in time (distinct from the agent's code timing out)."""
+
+
+class SandboxMisuse(RuntimeError):
+    """The caller drove a sandbox in a way it does not support: from two threads at once, or from a
+    forked process with a container its parent holds.
+
+    A programming error of the caller, neither the policy's nor the infrastructure's: it is raised
+    (out of ``env.step``), never turned into a ``SANDBOX_ERROR`` outcome, and the sandbox in use is
+    left untouched. Deliberately not a :class:`SandboxError`.
+    """
 
 
 class StatefulBackend(ABC):

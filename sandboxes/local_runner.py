@@ -76,22 +76,27 @@ class LocalCodeRunner(CodeRunner):
         self.output_cap_bytes = output_cap_bytes
         self._server = _server_module()
 
-    def _run(self, argv_tail: list[str], stdin: bytes, timeout_s: float) -> ExecResult:
+    def _run(self, argv_tail: list[str], stdin: bytes, timeout_s: float, code: bytes | None = None) -> ExecResult:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         work = tempfile.mkdtemp(prefix="sopgym-run-")
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8"}
         try:
             result = self._server.run_child(
-                [sys.executable, "-I", *argv_tail], stdin, timeout_s, self.output_cap_bytes, False, env, work
+                [sys.executable, "-I", *argv_tail], stdin, timeout_s, self.output_cap_bytes, self._server.kill_session,
+                env, work, code=code,
             )
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return ExecResult.from_dict(result)
 
     def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
-        wrapper = _PRELUDE.format(limits=self.limits) + f"exec(compile({code!r}, '<agent>', 'exec'), {{'__name__': '__main__'}})\n"
-        return self._run(["-c", wrapper], stdin.encode(), timeout_s)
+        # The program arrives on a pipe ({code_fd}), not in argv: no NUL or argument-size limit applies.
+        wrapper = _PRELUDE.format(limits=self.limits) + (
+            "exec(compile(open({code_fd}, 'rb').read(), '<agent>', 'exec'), {'__name__': '__main__'})\n"
+        )
+        encode = self._server.encode
+        return self._run(["-c", wrapper], encode(stdin), timeout_s, code=encode(code))
 
     def run_sql(self, query: str, *, program: StatefulProgram, initial_state: Mapping[str, list],
                 timeout_s: float = 5.0) -> ExecResult:

@@ -1,10 +1,10 @@
 """Docker sandboxes: the stateful and verifiable tiers in hardened, pooled containers.
 
-Modules, one concern each: ``policy`` (the only place Docker options are built), ``image``
+Modules, one concern each: ``hardening`` (the only place Docker options are built), ``image``
 (offline/Dockerfile build, content-hash tags), ``pool`` (lifecycle, cleanup, reaper), ``channel``
 (the persistent attach stream), ``server`` (runs inside the container), ``backend`` (the
 :class:`~sopgym.sandboxes.base.StatefulBackend` and :class:`~sopgym.sandboxes.base.CodeRunner`),
-``cli`` (``sopgym sandbox build|status|gc``). See docs/sandboxes.md.
+``sandbox_command`` (``sopgym sandbox build|status|gc``). See docs/sandboxes.md.
 
 Importing this package needs the docker SDK (``pip install 'sopgym[docker]'``); an ImportError here
 is what :mod:`sopgym.sandboxes.factory` turns into ``SandboxUnavailable``.

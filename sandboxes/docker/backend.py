@@ -10,27 +10,34 @@ deadline (enforced inside by the server, and outside by killing the container if
 does not answer by ``timeout + grace_s``).
 
 What this protects against: tool code and agent code touching the host, the network or other
-episodes (see ``policy.py`` for the container settings); a dead or hung container stalling an env
-(typed :class:`SandboxError` subclasses within the call's timeout; the container is replaced).
-The container only ever receives a program's source and the initial state, never a task's answer.
-What it does not: a tool's own bugs (they are the program's, and equal to in-process behaviour);
-side channels between agent code and the server inside one runner container.
+episodes (see ``hardening.py`` for the container settings, ``server.py`` for what happens inside);
+a dead or hung container stalling an env (typed :class:`SandboxError` subclasses within the call's
+timeout; the container is replaced); agent code passing its own failure off as the infrastructure's
+(it cannot reach the server; a run during which the container ran out of memory is the run's
+result, ``exit_code=-9``, not a :class:`SandboxError`); misuse (a backend driven from two threads at
+once, or a forked child stepping its parent's episode) raising
+:class:`~sopgym.sandboxes.base.SandboxMisuse` instead of corrupting a channel. The container only
+ever receives a program's source and the initial state, never a task's answer. What it does not: a
+tool's own bugs (they are the program's, and equal to in-process behaviour).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
+import os
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..base import CodeRunner, ExecResult, Outcome, StatefulBackend, StatefulProgram, ToolResult
+from ..base import CodeRunner, ExecResult, Outcome, SandboxMisuse, StatefulBackend, StatefulProgram, ToolResult
 from . import hardening
 from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
 from .image import image_exists, image_tag
-from .pool import ContainerPool, SandboxContainer, connect, shared_pool
+from .pool import ContainerPool, SandboxContainer, connect, oom_during, shared_pool
 
 __all__ = ["DockerStatefulBackend", "DockerCodeRunner", "program_source"]
 
@@ -38,6 +45,14 @@ log = logging.getLogger(__name__)
 
 _sources: dict[str, tuple[str, str]] = {}
 _sources_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _sources_lock
+    _sources_lock = threading.Lock()  # another thread of the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def program_source(program: StatefulProgram) -> tuple[str, str]:
@@ -70,6 +85,8 @@ def _ensure_program(box: SandboxContainer, program: StatefulProgram, timeout: fl
 def _pool_for(role: str, image: str | None, policy: hardening.ContainerHardening | None, pool: ContainerPool | None,
               base_url: str | None, check_image: bool) -> ContainerPool:
     if pool is not None:
+        if pool.role != role:  # a runner runs agent code under a supervisor; a stateful container has none
+            raise ValueError(f"expected a pool of role {role!r} here, got one of role {pool.role!r}")
         return pool
     client = connect(base_url)
     image = image or image_tag()
@@ -83,6 +100,11 @@ def _pool_for(role: str, image: str | None, policy: hardening.ContainerHardening
 
 class DockerStatefulBackend(StatefulBackend):
     """Stateful tools in a hardened container (one per env slot, reused across episodes).
+
+    One thread at a time: a call while another thread's call is in flight raises
+    :class:`~sopgym.sandboxes.base.SandboxMisuse` (``close`` waits for it instead). After a fork, the
+    child's copy forgets the parent's container: its ``start_episode`` starts a container of its own,
+    and stepping the parent's episode raises :class:`~sopgym.sandboxes.base.SandboxMisuse`.
 
     Args:
         image: image tag (default: :func:`~sopgym.sandboxes.docker.image.image_tag`).
@@ -107,12 +129,52 @@ class DockerStatefulBackend(StatefulBackend):
         self.keep_warm = keep_warm
         self._box: SandboxContainer | None = None
         self._loaded = False
+        self._pid = os.getpid()
+        self._busy = threading.Lock()
+        self._busy_with = ""
 
     @property
     def container_name(self) -> str | None:
         return self._box.name if self._box is not None else None
 
+    @contextlib.contextmanager
+    def _exclusive(self, op: str, wait_s: float = 0.0) -> Iterator[None]:
+        """Hold the backend for one operation; refuse (or, for ``wait_s`` > 0, wait for) another thread's."""
+        if self._pid != os.getpid():  # a forked child: the parent's threads are not here
+            self._pid, self._busy = os.getpid(), threading.Lock()
+        acquired = self._busy.acquire(timeout=wait_s) if wait_s > 0 else self._busy.acquire(blocking=False)
+        if not acquired:
+            raise SandboxMisuse(
+                f"DockerStatefulBackend ({self.container_name}): {op} from thread {threading.current_thread().name!r} "
+                f"while {self._busy_with} is still running; one env's sandbox is driven by one thread at a time: "
+                "give each thread its own env"
+            )
+        self._busy_with = f"{op} of thread {threading.current_thread().name!r}"
+        try:
+            yield
+        finally:
+            self._busy_with = ""
+            self._busy.release()
+
+    def _check_owned(self, op: str) -> None:
+        if self._box is not None and self._box.inherited:
+            raise SandboxMisuse(
+                f"{op}: this episode was started in process {self._box.pid} and this is its forked child "
+                f"{os.getpid()}; a forked process never drives its parent's container: call reset() in the child "
+                "(it gets a container of its own)"
+            )
+
+    def _forget_inherited(self) -> None:
+        if self._box is not None and self._box.inherited:
+            self._box.channel.forget()
+            self._box, self._loaded = None, False
+
     def start_episode(self, program: StatefulProgram, initial_state: Mapping[str, list]) -> None:
+        with self._exclusive("start_episode"):
+            self._forget_inherited()
+            self._start_episode(program, initial_state)
+
+    def _start_episode(self, program: StatefulProgram, initial_state: Mapping[str, list]) -> None:
         # A broken container is replaced; one retry covers a container that died while idle.
         for attempt in (0, 1):
             if self._box is None or self._box.broken:
@@ -135,23 +197,27 @@ class DockerStatefulBackend(StatefulBackend):
                 log.warning("sandbox container failed at reset; replacing it")
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        assert self._box is not None and self._loaded, "call before start_episode"
-        try:
-            response = self._box.request("call", self.call_timeout_s, name=name, args=dict(arguments))
-        except SandboxError:
-            self._drop_box()
-            raise
+        with self._exclusive(f"call {name!r}"):
+            self._check_owned(f"call {name!r}")
+            assert self._box is not None and self._loaded, "call before start_episode"
+            try:
+                response = self._box.request("call", self.call_timeout_s, name=name, args=dict(arguments))
+            except SandboxError:
+                self._drop_box()
+                raise
         if not response["ok"]:
             raise ProgramError(f"tool {name!r} failed outside the tool itself: {response['error']}")
         return ToolResult(Outcome(response["outcome"]), content=response["content"], error=response["error"])
 
     def snapshot(self) -> dict[str, Any]:
-        assert self._box is not None and self._loaded, "snapshot before start_episode"
-        try:
-            response = self._box.request("snapshot", self.call_timeout_s)
-        except SandboxError:
-            self._drop_box()
-            raise
+        with self._exclusive("snapshot"):
+            self._check_owned("snapshot")
+            assert self._box is not None and self._loaded, "snapshot before start_episode"
+            try:
+                response = self._box.request("snapshot", self.call_timeout_s)
+            except SandboxError:
+                self._drop_box()
+                raise
         if not response["ok"]:
             raise ProgramError(f"snapshot failed: {response['error']}")
         return response["snapshot"]
@@ -163,6 +229,11 @@ class DockerStatefulBackend(StatefulBackend):
         self._loaded = False
 
     def close(self) -> None:
+        with self._exclusive("close", wait_s=self.call_timeout_s + self.load_timeout_s):
+            self._forget_inherited()
+            self._close()
+
+    def _close(self) -> None:
         box, self._box, self._loaded = self._box, None, False
         if box is None:
             return
@@ -180,6 +251,10 @@ class DockerStatefulBackend(StatefulBackend):
 
 class DockerCodeRunner(CodeRunner):
     """Runs agent Python / read-only SQL in pooled hardened containers with a hard deadline.
+
+    Safe to use from several threads and after a fork: every run draws a container of its own from
+    this process's pool. A run's own failures (its exit code, its deadline, the container running out
+    of memory during it) are results; only the infrastructure's raise :class:`SandboxError`.
 
     Args:
         image, policy, pool, base_url: as for :class:`DockerStatefulBackend`.
@@ -202,22 +277,50 @@ class DockerCodeRunner(CodeRunner):
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         box = self.pool.acquire()
+        started = time.time()
         try:
             if program is not None:
                 body["sha"] = _ensure_program(box, program, 30.0)
             response = box.request(op, timeout_s + self.grace_s, timeout=timeout_s, cap=self.output_cap_bytes, **body)
         except ChannelTimeout:
+            result = self._out_of_memory(box, started, timed_out=True)  # asked before our own kill
             box.kill()
             self.pool.discard(box)
+            if result is not None:
+                return result
             raise
         except SandboxError:
+            result = self._out_of_memory(box, started)
             self.pool.discard(box)
+            if result is not None:
+                return result
             raise
         if not response["ok"]:
+            result = self._out_of_memory(box, started)
             self.pool.discard(box)
+            if result is not None:
+                return result
             raise SandboxError(f"{op} failed inside the sandbox server: {response['error']}")
-        self.pool.release(box)
+        if response.get("tainted"):  # the run's result stands; the container does not serve another
+            log.warning("%s: the run left something that could not be emptied; replacing the container", box.name)
+            self.pool.discard(box)
+        else:
+            self.pool.release(box)
         return ExecResult.from_dict(response)
+
+    def _out_of_memory(self, box: SandboxContainer, since: float, *, timed_out: bool = False) -> ExecResult | None:
+        """The run's own result when the container ran out of memory during it (the agent's doing:
+        nothing else in a runner container grows), else None (an infrastructure failure)."""
+        if not oom_during(box.client, box.id, since):
+            return None
+        limit = self.pool.policy.mem_limit
+        log.info("%s ran out of memory during a run: the run's fault, not the infrastructure's", box.name)
+        return ExecResult(
+            exit_code=None if timed_out else -9,
+            stdout="",
+            stderr=f"MemoryError: the program exhausted the sandbox's memory ({limit}); it was killed and the sandbox reset",
+            timed_out=timed_out,
+        )
 
     def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
         return self._run("run_python", timeout_s, code=code, stdin=stdin)

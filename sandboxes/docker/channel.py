@@ -11,18 +11,26 @@ closed on any timeout anyway).
 
 What it protects against: a hung or dead server making the caller wait forever (every read has a
 deadline; EOF and timeouts become typed errors within that deadline); unbounded stderr growth
-(only the last 8 KiB are kept for error messages). What it does not: it trusts the server's
-framing and JSON, which run inside our image.
+(only the last 8 KiB are kept for error messages); two threads interleaving requests on one stream
+(the second is refused with :class:`~sopgym.sandboxes.base.SandboxMisuse`); a forked process
+driving its parent's container (in a child, every inherited channel's descriptor is closed at the
+fork, without shutting the parent's stream down, so the child can never write to it, and the
+container still ends when its owner dies). What it does not: it trusts the server's framing and
+JSON, which run inside our image.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
+import threading
 import time
+import weakref
 from typing import Any
 
+from ..base import SandboxMisuse
 from .errors import ChannelTimeout, ContainerLost
 
 __all__ = ["Channel", "raw_socket"]
@@ -55,7 +63,10 @@ class Channel:
         self._out = bytearray()  # demultiplexed stdout
         self._err = bytearray()  # tail of stderr
         self._next_id = 0
+        self._busy = threading.Lock()
+        self.pid = os.getpid()  # the process whose stream this is
         self.closed = False
+        _live.add(self)
 
     @property
     def stderr_tail(self) -> str:
@@ -67,7 +78,24 @@ class Channel:
         Raises:
             ContainerLost: the stream ended or broke (the server or container died).
             ChannelTimeout: no response within ``wait_s`` seconds (the channel is closed).
+            SandboxMisuse: another thread is using the channel, or this is a forked child of its owner.
         """
+        if self.pid != os.getpid():
+            raise SandboxMisuse(
+                f"the channel to {self._label} belongs to process {self.pid}; this is its forked child {os.getpid()}: "
+                "a forked process never drives its parent's container (start a new episode in the child)"
+            )
+        if not self._busy.acquire(blocking=False):
+            raise SandboxMisuse(
+                f"the channel to {self._label} is already waiting for an answer in another thread (this one sent "
+                f"{op!r}): a sandbox is driven by one thread at a time; give each thread its own env/backend"
+            )
+        try:
+            return self._request(op, wait_s, body)
+        finally:
+            self._busy.release()
+
+    def _request(self, op: str, wait_s: float, body: dict[str, Any]) -> dict[str, Any]:
         if self.closed:
             raise ContainerLost(f"channel to {self._label} is closed (a previous failure); expected an open channel")
         self._next_id += 1
@@ -144,8 +172,28 @@ class Channel:
             else:
                 raise ContainerLost(f"{self._label}: unexpected stream id {stream} in attach frame (expected 1 or 2)")
 
+    def forget(self) -> None:
+        """Close this process's descriptor only, leaving the stream (another process's) as it is.
+
+        Used in a forked child for every inherited channel: its copy of the descriptor must neither be
+        used nor keep the container alive after the parent dies.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            os.close(self._sock.detach())  # the socket object (shared with docker-py's wrappers) now holds nothing
+        except OSError:
+            pass
+
     def close(self) -> None:
-        """Close the stream; the server reads EOF on stdin and exits, so the container stops."""
+        """Close the stream; the server reads EOF on stdin and exits, so the container stops.
+
+        In a process other than the channel's owner (a forked child) this only forgets the descriptor.
+        """
+        if self.pid != os.getpid():
+            self.forget()
+            return
         if self.closed:
             return
         self.closed = True
@@ -165,3 +213,14 @@ class Channel:
                     owner.close()
             except Exception:  # noqa: BLE001 - closing a dead HTTP response may raise anything
                 pass
+
+
+_live: weakref.WeakSet[Channel] = weakref.WeakSet()
+
+
+def _forget_all_after_fork() -> None:
+    for channel in list(_live):
+        channel.forget()
+
+
+os.register_at_fork(after_in_child=_forget_all_after_fork)

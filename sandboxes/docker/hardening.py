@@ -11,19 +11,27 @@ What the default policy protects against:
 * **writing outside scratch**: read-only root filesystem; ``/tmp`` is a tmpfs capped at
   ``tmpfs_size`` (``noexec,nosuid,nodev``), which counts against the memory limit.
 * **privilege escalation**: every capability dropped, ``no-new-privileges`` (setuid binaries do not
-  raise privileges), a non-root user (``65534:65534``, "nobody"), Docker's default seccomp profile.
+  raise privileges), Docker's default seccomp profile, and no process that runs tool or agent code is
+  root: the tool server runs as ``user`` (``65534:65534``, "nobody") with no capabilities at all.
+* **agent code attacking the tool server** (runner containers): agent code runs as its own uid
+  (``agent_user``, ``65533:65533``), so it cannot signal, ptrace, or read the memory and file
+  descriptors of the server, of the supervisor that starts it, or of init. Giving each its own uid
+  needs one process allowed to switch uids: a runner container's main process is a small root
+  *supervisor* with exactly :data:`SUPERVISOR_CAPS` (switch uid/gid, signal the agent's processes,
+  clear the bounding set of what it starts). It never runs tool or agent code; the server and every
+  agent process drop all capabilities, bounding set included. Stateful containers run no agent code
+  and start directly as ``user`` with no capabilities.
 * **resource exhaustion of the host**: ``pids_limit`` (fork bombs), ``mem_limit`` with no swap
   (memory bombs are OOM-killed inside the container), ``nano_cpus`` (CPU share), an init process
   (zombies are reaped), output caps and hard deadlines (enforced by the server and the pool).
-* **leaks**: labels naming the owner (host, pid, process start time, session) and an expiry time,
-  so :func:`sopgym.sandboxes.docker.pool.reap` can remove containers of a crashed process.
+* **leaks**: ``AutoRemove`` (a container that ends, for instance because its owner died and its
+  channel closed, is removed by the daemon), and labels naming the owner (host, pid, process start
+  time, session) and an expiry time, so :func:`sopgym.sandboxes.docker.pool.reap` can remove the rest.
 
 What it does not protect against:
 
 * kernel exploits and container escapes through kernel bugs: containers share the host kernel
   (use gVisor/Kata via ``runtime=`` for that);
-* a process in the container signalling or reading others of the *same* container (the server and
-  agent code share one uid inside one container);
 * denial of service through disk I/O bandwidth or the Docker daemon itself;
 * anyone with access to the Docker socket on the host (that is root-equivalent by design).
 
@@ -41,7 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ContainerHardening", "LABEL_PREFIX", "owner_labels", "audit", "process_start_time"]
+__all__ = ["ContainerHardening", "LABEL_PREFIX", "SUPERVISOR_CAPS", "owner_labels", "audit", "process_start_time"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +63,14 @@ EXPIRES = f"{LABEL_PREFIX}.expires"
 ROLE = f"{LABEL_PREFIX}.role"
 
 _NON_ROOT = "65534:65534"
+_AGENT = "65533:65533"
+#: The capabilities of a runner container's root supervisor (and of nothing else in it): start the
+#: server and agent code under their own uids, SIGKILL the agent's processes, clear the capability
+#: bounding set of what it starts. CAP_SYS_RESOURCE is deliberately absent (not every daemon grants it).
+SUPERVISOR_CAPS = ("SETUID", "SETGID", "KILL", "SETPCAP")
+#: Environment variables that tell the server in a runner container which uids to use.
+SERVER_USER_ENV = "SOPGYM_SERVER_USER"
+AGENT_USER_ENV = "SOPGYM_AGENT_USER"
 
 
 def process_start_time(pid: int) -> str:
@@ -78,7 +94,10 @@ class ContainerHardening:
             multi-threaded libraries (numpy/BLAS start one thread per core).
         cpus: CPU share (fractional cores). A spinning agent slows itself, not the host.
         tmpfs_size: size of the writable ``/tmp`` (counts against ``mem_limit``).
-        user: ``uid:gid`` inside the container. Non-root by default.
+        user: ``uid:gid`` of the tool server inside the container. Non-root by default.
+        agent_user: ``uid:gid`` that agent code (``run_python``/``run_sql``) runs as in runner
+            containers. Must differ from ``user``: agent code sharing the server's uid could signal,
+            trace and read it.
         read_only: read-only root filesystem.
         no_new_privileges: forbid privilege gain through setuid/setcap binaries.
         cap_add: capabilities to give back after dropping all (loosening; logged).
@@ -92,6 +111,7 @@ class ContainerHardening:
     cpus: float = 1.0
     tmpfs_size: str = "64m"
     user: str = _NON_ROOT
+    agent_user: str = _AGENT
     read_only: bool = True
     no_new_privileges: bool = True
     cap_add: tuple[str, ...] = ()
@@ -106,20 +126,31 @@ class ContainerHardening:
             raise ValueError(f"cpus must be in (0, {os.cpu_count()}], got {self.cpus}")
         if self.ttl_s <= 0:
             raise ValueError(f"ttl_s must be positive, got {self.ttl_s}")
+        for name in ("user", "agent_user"):
+            value = getattr(self, name)
+            if not _is_ids(value):
+                raise ValueError(f"{name} must be numeric 'uid:gid' like '65534:65534', got {value!r}")
+        if self.agent_user.split(":")[0] == self.user.split(":")[0]:
+            raise ValueError(
+                f"agent_user must have another uid than user (got {self.agent_user!r} and {self.user!r}): "
+                "agent code running as the tool server's uid could signal, trace and read it"
+            )
         for warning in self.loosenings():
             log.warning("sandbox policy loosened: %s", warning)
 
     def loosenings(self) -> list[str]:
         """Human-readable list of every default that this policy loosens (empty = fully hardened)."""
         out = []
-        if self.user.split(":")[0] in ("0", "root"):
-            out.append(f"user={self.user!r} runs as root inside the container")
+        if self.user.split(":")[0] == "0":
+            out.append(f"user={self.user!r} runs the tool server as root inside the container")
+        if self.agent_user.split(":")[0] == "0":
+            out.append(f"agent_user={self.agent_user!r} runs agent code as root inside the container")
         if not self.read_only:
             out.append("read_only=False: the root filesystem is writable")
         if not self.no_new_privileges:
             out.append("no_new_privileges=False: setuid binaries can gain privileges")
         if self.cap_add:
-            out.append(f"cap_add={list(self.cap_add)}: capabilities given back")
+            out.append(f"cap_add={list(self.cap_add)}: capabilities given back (to the processes that start as root)")
         if _bytes(self.mem_limit) > _bytes(ContainerHardening.mem_limit):
             out.append(f"mem_limit={self.mem_limit} above the default {ContainerHardening.mem_limit}")
         if self.pids_limit > ContainerHardening.pids_limit:
@@ -136,12 +167,26 @@ class ContainerHardening:
         return labels
 
     def container_options(self, *, image: str, name: str, role: str, session: str, command: list[str]) -> dict[str, Any]:
-        """Keyword arguments for ``docker.APIClient.create_container`` (host config included)."""
+        """Keyword arguments for ``docker.APIClient.create_container`` (host config included).
+
+        A ``"runner"`` container starts as root with only :data:`SUPERVISOR_CAPS` (its supervisor
+        drops to ``user`` for the server and to ``agent_user`` for agent code); any other role starts
+        directly as ``user`` with no capabilities.
+        """
+        environment = {"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "LANG": "C.UTF-8"}
+        if role == "runner":
+            user = "0:0"
+            cap_add = [*SUPERVISOR_CAPS, *(c for c in self.cap_add if c not in SUPERVISOR_CAPS)]
+            environment[SERVER_USER_ENV] = self.user
+            environment[AGENT_USER_ENV] = self.agent_user
+        else:
+            user = self.user
+            cap_add = list(self.cap_add)
         host_config = {
             "NetworkMode": "none",
             "ReadonlyRootfs": self.read_only,
             "CapDrop": ["ALL"],
-            "CapAdd": list(self.cap_add) or None,
+            "CapAdd": cap_add or None,
             "SecurityOpt": ["no-new-privileges:true"] if self.no_new_privileges else [],
             "PidsLimit": self.pids_limit,
             "Memory": _bytes(self.mem_limit),
@@ -150,7 +195,9 @@ class ContainerHardening:
             "Tmpfs": {"/tmp": f"rw,noexec,nosuid,nodev,size={self.tmpfs_size},mode=1777"},
             "Init": True,
             "IpcMode": "private",
-            "AutoRemove": False,  # removal is ours, so a dead container can still be inspected
+            # A container that ends (its channel closed: we closed it or its owner died) is removed by
+            # the daemon at once, not left Exited for the reaper.
+            "AutoRemove": True,
             "Ulimits": [{"Name": "core", "Soft": 0, "Hard": 0}],
         }
         if self.runtime:
@@ -159,7 +206,7 @@ class ContainerHardening:
             "image": image,
             "name": name,
             "command": command,
-            "user": self.user,
+            "user": user,
             "labels": self.labels(role, session),
             "stdin_open": True,
             # Closing our attach stream (or our process dying) gives the server EOF: it exits and
@@ -168,7 +215,7 @@ class ContainerHardening:
             "tty": False,
             "network_disabled": True,
             "working_dir": "/tmp",
-            "environment": {"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "LANG": "C.UTF-8"},
+            "environment": environment,
             "host_config": host_config,
         }
 
@@ -203,15 +250,29 @@ def audit(inspect: Mapping[str, Any]) -> list[str]:
     expect("networks expected only 'none'", set(nets) <= {"none"}, sorted(nets))
     expect("ReadonlyRootfs expected True", hc.get("ReadonlyRootfs") is True, hc.get("ReadonlyRootfs"))
     expect("CapDrop expected ['ALL']", [c.upper() for c in hc.get("CapDrop") or []] == ["ALL"], hc.get("CapDrop"))
-    expect("CapAdd expected empty", not hc.get("CapAdd"), hc.get("CapAdd"))
     expect(
         "SecurityOpt expected no-new-privileges",
         any(o.startswith("no-new-privileges") and not o.endswith("false") for o in hc.get("SecurityOpt") or []),
         hc.get("SecurityOpt"),
     )
     expect("Privileged expected False", hc.get("Privileged") is False, hc.get("Privileged"))
+    labels = cfg.get("Labels") or {}
     user = cfg.get("User") or ""
-    expect("User expected non-root", user not in ("", "0", "root") and not user.startswith(("0:", "root:")), user)
+    cap_add = sorted(c.upper().removeprefix("CAP_") for c in hc.get("CapAdd") or [])
+    if labels.get(ROLE) == "runner":
+        env = dict(item.split("=", 1) for item in cfg.get("Env") or [] if "=" in item)
+        server, agent = env.get(SERVER_USER_ENV, ""), env.get(AGENT_USER_ENV, "")
+        expect("User expected '0:0' (the supervisor drops to the server's and the agent's uids)", user == "0:0", user)
+        expect(f"CapAdd expected exactly {sorted(SUPERVISOR_CAPS)}", cap_add == sorted(SUPERVISOR_CAPS), hc.get("CapAdd"))
+        expect(f"{SERVER_USER_ENV} expected a non-root uid:gid", _is_ids(server) and not server.startswith("0:"), server)
+        expect(
+            f"{AGENT_USER_ENV} expected a non-root uid:gid other than the server's",
+            _is_ids(agent) and not agent.startswith("0:") and agent.split(":")[0] != server.split(":")[0],
+            agent,
+        )
+    else:
+        expect("User expected non-root", _is_ids(user) and not user.startswith("0:"), user)
+        expect("CapAdd expected empty", not cap_add, hc.get("CapAdd"))
     expect("PidsLimit expected > 0", (hc.get("PidsLimit") or 0) > 0, hc.get("PidsLimit"))
     expect("Memory expected > 0", (hc.get("Memory") or 0) > 0, hc.get("Memory"))
     expect("MemorySwap expected == Memory", hc.get("MemorySwap") == hc.get("Memory"), hc.get("MemorySwap"))
@@ -219,11 +280,17 @@ def audit(inspect: Mapping[str, Any]) -> list[str]:
     tmpfs = (hc.get("Tmpfs") or {}).get("/tmp", "")
     expect("Tmpfs /tmp expected size-capped", "size=" in tmpfs, hc.get("Tmpfs"))
     expect("Init expected True", hc.get("Init") is True, hc.get("Init"))
+    expect("AutoRemove expected True", hc.get("AutoRemove") is True, hc.get("AutoRemove"))
     expect("no bind mounts expected", not hc.get("Binds") and not inspect.get("Mounts"), hc.get("Binds") or inspect.get("Mounts"))
-    labels = cfg.get("Labels") or {}
     for key in (MANAGED, OWNER_HOST, OWNER_PID, OWNER_START, SESSION, EXPIRES, ROLE):
         expect(f"label {key} expected", bool(labels.get(key)), labels.get(key))
     return problems
+
+
+def _is_ids(text: str) -> bool:
+    """True for a numeric ``uid:gid``."""
+    parts = text.split(":")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}

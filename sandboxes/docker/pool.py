@@ -3,18 +3,27 @@
 * :func:`connect` reaches the daemon over its unix socket (``DOCKER_HOST`` honoured) or raises
   :class:`DaemonUnreachable` within ``timeout`` seconds.
 * :class:`SandboxContainer` is one started container plus its :class:`Channel`. It is created with
-  ``stdin_once``: when its attach stream closes (we close it, or the owning process dies) the server
-  reads EOF and the container stops by itself.
+  ``stdin_once`` and ``AutoRemove``: when its attach stream closes (we close it, or the owning
+  process dies) the server reads EOF, the container ends and the daemon removes it.
 * :class:`ContainerPool` keeps warm containers for reuse across episodes and backends; a container
   that failed in any way is destroyed, never returned. ``close()`` destroys every container the pool
   ever made that still exists.
 * :func:`destroy` escalates stop -> kill -> remove, each step with its own timeout.
 * :func:`reap` removes containers whose labels say they expired or whose owner process is gone.
+* :func:`oom_during` asks the daemon whether a container hit its memory limit in a time window
+  (how the code runner tells a run that exhausted memory from an infrastructure failure).
 
-What it protects against: leaked containers (pool close at exit, self-stopping on owner death, the
-reaper for the rest) and containers started with weaker settings than the policy (each new
-container's ``docker inspect`` is audited before use). What it does not: a daemon that is itself
-compromised, or containers created by other tools (only labelled ones are ever touched).
+Fork safety: containers, channels and pools belong to the process that made them. In a forked child
+(``os.fork``, multiprocessing's fork context, ``AsyncVectorEnv``) every inherited channel descriptor
+is closed at the fork (the parent's stream is untouched), every pool forgets its parent's
+containers without touching them and reconnects to the daemon on first use, and the process-wide
+pools start empty: a child never drives, returns or destroys its parent's containers.
+
+What it protects against: leaked containers (pool close at exit, self-removal on owner death, the
+reaper for the rest), containers started with weaker settings than the policy (each new container's
+``docker inspect`` is audited, and a runner's server must report agent code under another uid,
+before use), two processes sharing one container after a fork. What it does not: a daemon that is
+itself compromised, or containers created by other tools (only labelled ones are ever touched).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +43,8 @@ from . import hardening
 from .channel import Channel
 from .errors import DaemonUnreachable, ImageMissing, SandboxError
 
-__all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "shared_pool", "shutdown", "SESSION_ID"]
+__all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "oom_during", "shared_pool", "shutdown",
+           "SESSION_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +105,12 @@ class SandboxContainer:
     programs: set = field(default_factory=set)
     broken: bool = False
     created_s: float = 0.0
+    pid: int = field(default_factory=os.getpid)  # the process that owns it
+
+    @property
+    def inherited(self) -> bool:
+        """True in a forked child: the container is its parent's and must not be touched here."""
+        return self.pid != os.getpid()
 
     def request(self, op: str, wait_s: float, **body: Any) -> dict[str, Any]:
         """A request that must succeed; marks the container broken on any infrastructure failure."""
@@ -105,8 +122,10 @@ class SandboxContainer:
         return response
 
     def kill(self) -> None:
-        """SIGKILL the container now (used at host-side deadlines)."""
+        """SIGKILL the container now (used at host-side deadlines). Never a parent's container."""
         self.broken = True
+        if self.inherited:
+            return
         try:
             self.client.api.kill(self.id)
         except Exception as exc:  # noqa: BLE001
@@ -152,7 +171,14 @@ def start_container(client, image: str, policy: hardening.ContainerHardening, ro
         channel = Channel(sock, name)
         client.api.start(cid)
         box = SandboxContainer(client, cid, name, role, channel)
-        box.request("hello", start_timeout)
+        hello = box.request("hello", start_timeout)
+        if verify and role == "runner" and not policy.loosenings():
+            uid, agent_uid = hello.get("uid"), hello.get("agent_uid")
+            if not (isinstance(uid, int) and isinstance(agent_uid, int) and 0 not in (uid, agent_uid) and uid != agent_uid):
+                raise SandboxError(
+                    f"container {name}: expected the server and agent code under two non-root uids, "
+                    f"the server reports uid={uid!r} agent_uid={agent_uid!r}"
+                )
         box.created_s = time.monotonic() - started
         return box
     except BaseException:
@@ -216,12 +242,18 @@ def destroy(client, cid: str, *, stop_timeout: float = 1.0, kill_timeout: float 
             log.warning("cleanup %s of %s failed: %s", step, cid[:12], exc)
         except Exception as exc:  # noqa: BLE001 - timeouts, broken connections
             log.warning("cleanup %s of %s failed: %s", step, cid[:12], exc)
-    try:
-        api.inspect_container(cid)
-    except docker.errors.NotFound:
-        return True
-    except Exception:  # noqa: BLE001
-        pass
+    # AutoRemove: the daemon may still be removing it; wait for that rather than report a survivor.
+    deadline = time.monotonic() + kill_timeout
+    while True:
+        try:
+            api.inspect_container(cid)
+        except docker.errors.NotFound:
+            return True
+        except Exception:  # noqa: BLE001
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     log.warning("container %s survived cleanup; the reaper will remove it", cid[:12])
     return False
 
@@ -279,6 +311,35 @@ def reap(client=None, *, now: float | None = None, include_own: bool = False) ->
     return removed
 
 
+def oom_during(client, cid: str, since: float, *, settle_s: float = 1.0) -> bool:
+    """Whether the daemon saw container ``cid`` run out of memory since ``since`` (epoch seconds).
+
+    True only when an ``oom`` event came and no ``kill``, ``stop`` or ``pause`` from outside preceded it
+    in the window: a container killed from the host is never put down to memory. The daemon reports
+    events a moment after the kernel, so events are read until ``settle_s`` from now (this runs only
+    after a failure). Any error reaching the daemon counts as "no": an unreachable daemon is an
+    infrastructure failure.
+    """
+    since_ns = int(since * 1e9)
+    events = None
+    try:
+        events = client.api.events(since=since, until=time.time() + settle_s, filters={"container": cid}, decode=True)
+        for event in events:
+            if int(event.get("timeNano", since_ns)) < since_ns:
+                continue
+            status = event.get("status") or event.get("Action") or ""
+            if status in ("kill", "stop", "pause"):
+                return False
+            if status == "oom":
+                return True
+    except Exception as exc:  # noqa: BLE001 - the daemon's absence is the answer
+        log.warning("reading the events of %s failed: %s", cid[:12], exc)
+    finally:
+        if events is not None:
+            events.close()
+    return False
+
+
 class ContainerPool:
     """Warm containers of one (image, policy, role), reused across episodes and backends. Thread-safe.
 
@@ -292,20 +353,45 @@ class ContainerPool:
 
     def __init__(self, client, image: str, policy: hardening.ContainerHardening, role: str, *, max_idle: int = 64,
                  start_timeout: float = 30.0) -> None:
-        self.client = client
+        self._client = client
+        self.base_url = getattr(client.api, "sopgym_url", None)
         self.image = image
         self.policy = policy
         self.role = role
         self.max_idle = max_idle
         self.start_timeout = start_timeout
+        self._closed = False
+        self._start_fresh()
+        _pools.add(self)
+
+    def _start_fresh(self) -> None:
+        """Empty state owned by this process (at construction, and in a forked child)."""
+        self._pid = os.getpid()
         self._idle: list[SandboxContainer] = []
         self._all: dict[str, SandboxContainer] = {}
         self._lock = threading.Lock()
-        self._closed = False
         self.num_created = 0
         self.num_destroyed = 0
 
+    def _after_fork_in_child(self) -> None:
+        # The parent's containers stay the parent's; its HTTP connections too (reconnect lazily).
+        self._start_fresh()
+        self._client = None
+
+    def _own(self) -> None:
+        if self._pid != os.getpid():  # a fork the at-fork hook did not see (it always does; belt and braces)
+            self._after_fork_in_child()
+
+    @property
+    def client(self):
+        """The docker client of this process (a forked child connects anew on first use)."""
+        self._own()
+        if self._client is None:
+            self._client = connect(self.base_url)
+        return self._client
+
     def acquire(self) -> SandboxContainer:
+        self._own()
         with self._lock:
             if self._closed:
                 raise SandboxError(f"{self.role} pool is closed; expected an open pool")
@@ -332,6 +418,10 @@ class ContainerPool:
 
     def release(self, box: SandboxContainer) -> None:
         """Return a container; a broken one (or one over ``max_idle``) is destroyed."""
+        self._own()
+        if box.inherited:  # the parent's: never pooled or destroyed here
+            box.channel.forget()
+            return
         with self._lock:
             keep = not box.broken and not self._closed and len(self._idle) < self.max_idle
             if keep:
@@ -340,6 +430,10 @@ class ContainerPool:
         self.discard(box)
 
     def discard(self, box: SandboxContainer) -> None:
+        self._own()
+        if box.inherited:
+            box.channel.forget()
+            return
         box.broken = True
         with self._lock:
             self._all.pop(box.id, None)
@@ -351,10 +445,12 @@ class ContainerPool:
         self.num_destroyed += 1
 
     def __len__(self) -> int:
+        self._own()
         return len(self._all)
 
     def close(self) -> None:
-        """Destroy every container this pool made that still exists. Safe to call twice."""
+        """Destroy every container this pool made (in this process) that still exists. Safe to call twice."""
+        self._own()
         with self._lock:
             self._closed = True
             boxes = list(self._all.values())
@@ -364,6 +460,7 @@ class ContainerPool:
             self._destroy(box)
 
 
+_pools: weakref.WeakSet[ContainerPool] = weakref.WeakSet()
 _shared: dict[tuple, ContainerPool] = {}
 _shared_lock = threading.Lock()
 
@@ -402,7 +499,7 @@ def _reap_once(client) -> None:
 
 
 def shutdown() -> None:
-    """Close every shared pool (registered with atexit)."""
+    """Close every shared pool of this process (registered with atexit)."""
     with _shared_lock:
         pools = list(_shared.values())
         _shared.clear()
@@ -410,4 +507,15 @@ def shutdown() -> None:
         pool.close()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child starts with no shared pools and forgets its parent's containers (see the module doc)."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    _shared.clear()
+    _apis.clear()
+    for pool in list(_pools):
+        pool._after_fork_in_child()
+
+
 atexit.register(shutdown)
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,10 +1,10 @@
 """The tool server that runs *inside* a sandbox container (standard library only).
 
-It is the container's main process (under the container's init) and speaks newline-delimited JSON
-on stdin/stdout, which the host reaches over one Docker attach stream: one request line in, one
-response line out, so a tool call costs no process start. Requests (``op``):
+It speaks newline-delimited JSON on stdin/stdout, which the host reaches over one Docker attach
+stream: one request line in, one response line out, so a tool call costs no process start.
+Requests (``op``):
 
-* ``hello``                                   -> ``{"pid", "python"}``
+* ``hello``                                   -> ``{"pid", "python", "protocol", "uid", "agent_uid"}``
 * ``program`` ``{sha, module, source}``       cache a stateful program's module, compiled from source
 * ``load``    ``{sha, state}``                discard the database, build a fresh one (episode reset)
 * ``call``    ``{name, args}``                run one tool in a SAVEPOINT -> ``{outcome, content, error}``
@@ -13,19 +13,33 @@ response line out, so a tool call costs no process start. Requests (``op``):
 * ``run_sql`` ``{sha, state, query, timeout, cap}`` a read-only query on a fresh database, in a child
 * ``echo``    ``{payload}``                   benchmark floor: answers with the payload
 
-The database is built exactly like :func:`sopgym.sandboxes.inprocess.build_database` (the parity
-test holds both to the same results). The server never receives a task's expected answer: only the
-program source and the initial state.
+Process layout. A *stateful* container runs this server as its main process (under the container's
+init), as the unprivileged server uid, with no capabilities; no agent code ever runs there. A
+*runner* container (``SOPGYM_AGENT_USER`` set) starts as root with a handful of capabilities
+(``hardening.SUPERVISOR_CAPS``) and splits at once into
 
-What it protects against: a child (agent code, SQL job) outliving its deadline: at the deadline the
-child's session is SIGKILLed and then every process in the container except init and this server
-(``kill(-1, SIGKILL)``), so SIGTERM traps, daemonised grandchildren and fork bombs all die; output
-beyond ``cap`` bytes is dropped; ``/tmp`` is emptied after each run. What it does not protect
-against: agent code runs as the same uid as this server, so it could signal or inspect the server
-while it runs; containment of the host is the container's job (see ``policy.py``), not this file's.
+* the **supervisor** (root, never runs tool or agent code, never touches the channel): it starts
+  each run's child as the agent uid, enforces the deadline, SIGKILLs every process of the agent uid
+  afterwards and empties every place the agent uid can write (:data:`WRITABLE`, System V IPC);
+* the **server** (``SOPGYM_SERVER_USER``, every capability dropped, bounding set included): it owns
+  the channel and forwards ``run_*`` requests to the supervisor over a socket pair.
 
-Run directly for local tests: ``python3 server.py`` (serve on stdin/stdout) or
-``python3 server.py --sql-job`` (one SQL job read from stdin; used by the children above).
+What it protects against: agent code reaching the server (another uid: it cannot signal, ptrace, or
+read the memory or file descriptors of the server, the supervisor or init, so it can neither kill
+the channel nor read an earlier episode's data held there); a child outliving its deadline (every
+process of the agent uid is SIGKILLed, so SIGTERM traps, daemonised grandchildren and fork bombs
+all die); one run's files, shared memory, message queues and System V objects reaching the next
+run (all emptied after every run; a run after which something could not be emptied is reported
+``tainted`` and the host replaces the container); output beyond ``cap`` bytes (dropped); agent
+code that cannot be passed as an argument (NUL bytes, larger than the kernel's argument limit: it
+reaches the child through a pipe). Agent processes start with ``oom_score_adj=1000`` and nice 19,
+so a memory or CPU bomb hurts them first; the agent can lower its own ``oom_score_adj`` (that needs
+CAP_SYS_RESOURCE to pin, which not every daemon grants), so the host still attributes an OOM during a
+run to the run (``pool.oom_during``). What it does not protect against: kernel exploits
+(containment of the host is the container's job, see ``hardening.py``).
+
+Run directly for local tests: ``python3 server.py`` (serve on stdin/stdout; agent code runs as your
+user) or ``python3 server.py --sql-job`` (one SQL job read from stdin; used by the children above).
 """
 
 import json
@@ -33,14 +47,23 @@ import os
 import selectors
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
 import types
 
-PROTOCOL = 1
+PROTOCOL = 2
 SCRATCH = os.environ.get("SOPGYM_SCRATCH", "/tmp")
+#: Every place the agent uid can write in a runner container (the root filesystem is read-only;
+#: /dev is root-owned): emptied after every run. tests/docker checks that the list is complete.
+WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
+SYSV_IPC = ("shm", "sem", "msg")
+#: The child reads its program from this pipe instead of argv (no NUL or size limit there).
+BOOTSTRAP = 'exec(compile(open({fd}, "rb").read(), "<string>", "exec"))'
+AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8"}
+_PR_CAPBSET_DROP = 24
 
 
 def compile_program(module_name, source):
@@ -93,104 +116,120 @@ def sql_job(payload):
     sys.stdout.flush()
 
 
-def other_pids(me):
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            pid = int(entry)
-            if pid not in (1, me):
-                pids.append(pid)
-    return pids
+# -- running one child with a hard deadline ----------------------------------------------------------
+def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, code=None, preexec_fn=None):
+    """Run argv with a hard wall-clock deadline; capture stdout/stderr up to ``cap`` bytes each.
 
+    Args:
+        sweep: ``sweep(child)`` kills the child and everything it left behind; called at the deadline
+            and once the child has exited (daemonised leftovers must not hold the pipes open).
+        code: bytes the child reads from a pipe; the literal ``{code_fd}`` in argv is replaced by the
+            pipe's descriptor number. Inputs are written without blocking, so a child that never reads
+            them cannot stall the deadline.
+        preexec_fn: run in the child before exec (the supervisor switches uid there).
 
-def sweep(container_mode, child):
-    """Kill the child's session; in a container also everything but init and us."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if not container_mode:
-        return
-    me = os.getpid()
-    for _ in range(200):  # a fork bomb may still be forking between passes
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        remaining = [p for p in other_pids(me) if p != child.pid and not _is_zombie(p)]
-        if not remaining:
-            return
-        time.sleep(0.005)
-
-
-def _is_zombie(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None, cwd=None):
-    """Run argv with a hard wall-clock deadline; capture stdout/stderr up to ``cap`` bytes each."""
+    Returns:
+        ``{exit_code (None when killed at the deadline), stdout, stderr, timed_out, truncated, elapsed}``.
+    """
     start = time.monotonic()
     deadline = start + float(timeout)
-    child = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        close_fds=True,
-        start_new_session=True,
-        cwd=cwd or SCRATCH,
-        env=env,
-    )
+    code_r = code_w = None
+    if code is not None:
+        code_r, code_w = os.pipe()
+        argv = [a.replace("{code_fd}", str(code_r)) for a in argv]
     try:
-        child.stdin.write(stdin_bytes)
-    except BrokenPipeError:
-        pass
-    child.stdin.close()
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            pass_fds=() if code_r is None else (code_r,),
+            start_new_session=True,
+            cwd=cwd or SCRATCH,
+            env=env,
+            preexec_fn=preexec_fn,
+        )
+    finally:
+        if code_r is not None:
+            os.close(code_r)
+    sel = selectors.DefaultSelector()
+    pending = {}  # fd -> bytes still to write
+
+    def close_input(fd):
+        if fd == code_w:
+            os.close(fd)
+        else:
+            child.stdin.close()
+
+    for fd, data in ((child.stdin.fileno(), stdin_bytes), (code_w, code)):
+        if fd is None:
+            continue
+        if data:
+            os.set_blocking(fd, False)
+            pending[fd] = memoryview(data)
+            sel.register(fd, selectors.EVENT_WRITE)
+        else:
+            close_input(fd)
     out_fd, err_fd = child.stdout.fileno(), child.stderr.fileno()
     out = {out_fd: bytearray(), err_fd: bytearray()}
+    sel.register(out_fd, selectors.EVENT_READ)
+    sel.register(err_fd, selectors.EVENT_READ)
+    open_streams = 2
     truncated = False
     timed_out = False
-    sel = selectors.DefaultSelector()
-    sel.register(child.stdout, selectors.EVENT_READ)
-    sel.register(child.stderr, selectors.EVENT_READ)
-    open_streams = 2
     exited_at = None
+
+    def stop_writing(fd):
+        sel.unregister(fd)
+        del pending[fd]
+        close_input(fd)
+
     while open_streams:
         now = time.monotonic()
         if now >= deadline and child.poll() is None:
             timed_out = True
-            sweep(container_mode, child)
+            sweep(child)
         if exited_at is None and child.poll() is not None:
             exited_at = now
-            sweep(container_mode, child)  # daemonised leftovers must not hold the pipes open
+            sweep(child)
         if exited_at is not None and now - exited_at > 0.5:
             break  # leftovers outside our reach (local mode) still hold a pipe: stop reading
         for key, _ in sel.select(timeout=0.02):
-            data = os.read(key.fd, 65536)
+            fd = key.fd
+            if fd in pending:
+                try:
+                    written = os.write(fd, pending[fd][:65536])
+                except BlockingIOError:
+                    continue
+                except OSError:  # the child closed its end: the rest of its input is not needed
+                    stop_writing(fd)
+                    continue
+                pending[fd] = pending[fd][written:]
+                if not pending[fd]:
+                    stop_writing(fd)
+                continue
+            data = os.read(fd, 65536)
             if not data:
-                sel.unregister(key.fileobj)
+                sel.unregister(fd)
                 open_streams -= 1
                 continue
-            buf = out[key.fd]
+            buf = out[fd]
             room = cap - len(buf)
             if room > 0:
                 buf += data[:room]
             if len(data) > room:
                 truncated = True
+    for fd in list(pending):
+        stop_writing(fd)
     sel.close()
     if child.poll() is None:
-        sweep(container_mode, child)
-    code = child.wait()
+        sweep(child)
+    code_exit = child.wait()
     child.stdout.close()
     child.stderr.close()
-    if container_mode:
-        clean_scratch()
     return {
-        "exit_code": None if timed_out else code,
+        "exit_code": None if timed_out else code_exit,
         "stdout": out[out_fd].decode("utf-8", "replace"),
         "stderr": out[err_fd].decode("utf-8", "replace"),
         "timed_out": timed_out,
@@ -199,11 +238,91 @@ def run_child(argv, stdin_bytes, timeout, cap, container_mode, env=None, cwd=Non
     }
 
 
-def clean_scratch():
-    for entry in os.listdir(SCRATCH):
-        path = os.path.join(SCRATCH, entry)
+def kill_session(child):
+    """Local mode's sweep: the child's session only (anything else is outside our reach)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def child_argv(kind):
+    """How a run's child starts: Python reading its program from the code pipe, or a SQL job."""
+    if kind == "python":
+        return [sys.executable, "-I", "-c", BOOTSTRAP.replace("{fd}", "{code_fd}")]
+    return [sys.executable, "-I", os.path.abspath(__file__), "--sql-job"]
+
+
+def encode(text):
+    """Agent text as bytes; lone surrogates (valid in JSON) pass through for the child to reject."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+class LocalRunner:
+    """Runs children as this process's user (``python3 server.py`` outside a container)."""
+
+    agent_uid = None
+
+    def run(self, kind, data, stdin, timeout, cap):
+        env = dict(AGENT_ENV)
+        code, stdin_bytes = (encode(data), encode(stdin)) if kind == "python" else (None, encode(data))
+        return run_child(child_argv(kind), stdin_bytes, timeout, cap, kill_session, env, code=code)
+
+
+# -- the root supervisor of a runner container --------------------------------------------------------
+def _libc():
+    import ctypes
+
+    return ctypes, ctypes.CDLL(None, use_errno=True)
+
+
+def drop_privileges(uid, gid, libc=None):
+    """Become ``uid:gid`` with no supplementary groups and no capabilities, bounding set included."""
+    ctypes, libc = libc or _libc()
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        if libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
+            err = ctypes.get_errno()
+            raise OSError(err, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(err)}")
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
+def processes_of(uid):
+    """Pids whose real, effective, saved or filesystem uid is ``uid`` and that still run code: a
+    zombie counts only while its thread group has live threads (a main thread that called
+    ``pthread_exit`` leaves a zombie leader whose other threads go on)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        if str(uid) not in fields.get("Uid", "").split():
+            continue
+        if fields.get("State", "").strip().startswith("Z") and fields.get("Threads", "1").strip() == "1":
+            continue
+        pids.append(int(entry))
+    return pids
+
+
+def _empty(top):
+    """Remove everything under ``top`` (run as the agent uid, which owns all of it)."""
+    for entry in os.listdir(top):
+        path = os.path.join(top, entry)
         try:
             if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+                for parent, dirs, _ in os.walk(path):
+                    for name in dirs:
+                        sub = os.path.join(parent, name)
+                        if not os.path.islink(sub):
+                            os.chmod(sub, 0o700)
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.unlink(path)
@@ -211,17 +330,186 @@ def clean_scratch():
             pass
 
 
+def _sysv_ids(kind):
+    try:
+        with open(f"/proc/sysvipc/{kind}") as fh:
+            return [int(line.split()[1]) for line in fh.read().splitlines()[1:] if line.strip()]
+    except OSError:
+        return []
+
+
+def _remove_sysv(libc):
+    ctypes, libc = libc
+    for shmid in _sysv_ids("shm"):
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+    for semid in _sysv_ids("sem"):
+        libc.semctl(semid, 0, 0)
+    for msqid in _sysv_ids("msg"):
+        libc.msgctl(msqid, 0, None)
+
+
+def leftovers():
+    """What a run left in places the agent can write ([] = clean)."""
+    found = []
+    for top in WRITABLE:
+        try:
+            found += [os.path.join(top, e) for e in os.listdir(top)]
+        except OSError:
+            pass
+    for kind in SYSV_IPC:
+        found += [f"sysv-{kind}:{i}" for i in _sysv_ids(kind)]
+    return found
+
+
+class Supervisor:
+    """Starts each run's child as the agent uid and leaves nothing of it behind (see the module doc)."""
+
+    def __init__(self, agent_uid, agent_gid):
+        self.agent_uid, self.agent_gid = agent_uid, agent_gid
+        self.libc = _libc()
+
+    def _agent_preexec(self):
+        # In the forked child, still root: make it the OOM killer's and the scheduler's first victim,
+        # then drop every privilege. Errors here fail the Popen in the parent (never run as root).
+        with open("/proc/self/oom_score_adj", "w") as fh:
+            fh.write("1000")
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        drop_privileges(self.agent_uid, self.agent_gid, self.libc)
+
+    def sweep(self, child=None):
+        """SIGKILL every process of the agent uid until none is left. True when none is."""
+        for _ in range(500):
+            pids = processes_of(self.agent_uid)
+            if not pids:
+                return True
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.002)
+        return not processes_of(self.agent_uid)
+
+    def clean(self):
+        """Empty every writable place as the agent uid (its owner). Returns what is left ([] = clean)."""
+        if not leftovers():
+            return []
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                drop_privileges(self.agent_uid, self.agent_gid, self.libc)
+                for top in WRITABLE:
+                    if os.path.isdir(top):
+                        _empty(top)
+                _remove_sysv(self.libc)
+                status = 0
+            finally:
+                os._exit(status)
+        deadline = time.monotonic() + 10.0
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                break
+            time.sleep(0.002)
+        return leftovers()
+
+    def run(self, req):
+        # Defensive: the previous run ended clean, but a run must never start on anything left.
+        tainted = not self.sweep() or bool(self.clean())
+        kind = req["kind"]
+        code, stdin = (encode(req["data"]), encode(req["stdin"])) if kind == "python" else (None, encode(req["data"]))
+        result = run_child(child_argv(kind), stdin, req["timeout"], req["cap"], self.sweep, dict(AGENT_ENV),
+                           code=code, preexec_fn=self._agent_preexec)
+        swept = self.sweep()
+        left = self.clean()
+        result["tainted"] = tainted or not swept or bool(left)
+        if left:
+            result["stderr"] += f"\n[sandbox: could not empty {left[:5]}]"
+        return result
+
+    def serve(self, sock):
+        reader = sock.makefile("rb")
+        for line in reader:
+            try:
+                body = self.run(json.loads(line))
+            except Exception as exc:  # reported to the server, which reports it to the host
+                body = {"error": f"{type(exc).__name__}: {exc}"}
+            sock.sendall(json.dumps(body).encode() + b"\n")
+
+
+class SupervisorClient:
+    """The server's side of the socket pair to the supervisor."""
+
+    def __init__(self, sock, agent_uid):
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+        self.agent_uid = agent_uid
+
+    def run(self, kind, data, stdin, timeout, cap):
+        request = {"kind": kind, "data": data, "stdin": stdin, "timeout": timeout, "cap": cap}
+        self.sock.sendall(json.dumps(request).encode() + b"\n")
+        line = self.reader.readline()
+        if not line:
+            raise RuntimeError("the sandbox supervisor is gone (its socket closed)")
+        body = json.loads(line)
+        if "error" in body:
+            raise RuntimeError(f"the sandbox supervisor failed: {body['error']}")
+        return body
+
+
+def supervise(server_ids, agent_ids):
+    """Split a runner container's root main process into the supervisor and the server."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            ours.close()
+            drop_privileges(*server_ids)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            stdin = open(0, encoding="utf-8", closefd=False)
+            stdout = open(1, "w", encoding="utf-8", closefd=False)
+            Server(SupervisorClient(theirs, agent_ids[0])).serve(stdin, stdout)
+            status = 0
+        finally:
+            os._exit(status)
+    theirs.close()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the supervisor never reads or writes the channel
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    supervisor = Supervisor(*agent_ids)
+    try:
+        supervisor.serve(ours)  # until the server exits (its end of the pair closes)
+    finally:
+        supervisor.sweep()
+        os.waitpid(pid, 0)
+    return 0
+
+
+# -- the server ---------------------------------------------------------------------------------------
 class Server:
-    def __init__(self, container_mode):
-        self.container_mode = container_mode
+    """Answers the host's requests. ``runner`` runs agent code (None: this container runs none)."""
+
+    def __init__(self, runner):
+        self.runner = runner
         self.modules = {}  # sha -> (module name, source, module)
         self.module = None
         self.db = None
 
+    def _run(self, kind, data, stdin, req):
+        if self.runner is None:
+            raise ValueError(f"{req['op']}: this is a stateful container, it runs no agent code; expected a runner container")
+        return self.runner.run(kind, data, stdin, req["timeout"], req["cap"])
+
     def handle(self, req):
         op = req.get("op")
         if op == "hello":
-            return {"pid": os.getpid(), "python": sys.version.split()[0], "protocol": PROTOCOL}
+            agent_uid = self.runner.agent_uid if self.runner is not None else None
+            return {"pid": os.getpid(), "python": sys.version.split()[0], "protocol": PROTOCOL, "uid": os.getuid(),
+                    "agent_uid": agent_uid}
         if op == "echo":
             return {"payload": req.get("payload")}
         if op == "program":
@@ -250,27 +538,11 @@ class Server:
             self.module = None
             return {}
         if op == "run_python":
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C.UTF-8"}
-            return run_child(
-                [sys.executable, "-I", "-c", req["code"]],
-                req.get("stdin", "").encode(),
-                req["timeout"],
-                req["cap"],
-                self.container_mode,
-                env,
-            )
+            return self._run("python", req["code"], req.get("stdin", ""), req)
         if op == "run_sql":
             name, source, _ = self.modules[req["sha"]]
             payload = {"module": name, "source": source, "state": req["state"], "query": req["query"]}
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-            return run_child(
-                [sys.executable, "-I", os.path.abspath(__file__), "--sql-job"],
-                json.dumps(payload).encode(),
-                req["timeout"],
-                req["cap"],
-                self.container_mode,
-                env,
-            )
+            return self._run("sql", json.dumps(payload), "", req)
         raise ValueError(f"unknown op {op!r}")
 
     def serve(self, stdin, stdout):
@@ -291,17 +563,29 @@ class Server:
             stdout.flush()
 
 
+def _ids(text):
+    uid, gid = text.split(":")
+    return int(uid), int(gid)
+
+
 def main(argv):
     if "--sql-job" in argv:
         sql_job(json.loads(sys.stdin.read()))
         return 0
-    container_mode = "--container" in argv
-    if container_mode:
-        # Let a stray SIGPIPE/SIGTERM to us be visible as exit, not ignored.
+    if "--container" in argv and "SOPGYM_AGENT_USER" in os.environ:
+        if os.geteuid() != 0:
+            sys.stderr.write(f"server.py: a runner container must start as root to drop privileges; euid is {os.geteuid()}\n")
+            return 2
+        return supervise(_ids(os.environ["SOPGYM_SERVER_USER"]), _ids(os.environ["SOPGYM_AGENT_USER"]))
+    if "--container" in argv:
+        # A stateful container: started as the server's uid, with no capabilities; runs no agent code.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        runner = None
+    else:
+        runner = LocalRunner()
     stdin = open(sys.stdin.fileno(), encoding="utf-8", closefd=False)
     stdout = open(sys.stdout.fileno(), "w", encoding="utf-8", closefd=False)
-    Server(container_mode).serve(stdin, stdout)
+    Server(runner).serve(stdin, stdout)
     return 0
 
 

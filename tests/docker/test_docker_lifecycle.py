@@ -110,31 +110,90 @@ def test_cold_cycles_remove_every_container(docker_client, make_pool):
     report("cycles_cold", cycles=num, seconds_per_cycle=elapsed / num)
 
 
-def test_reaper_removes_containers_of_a_sigkilled_owner(docker_client):
-    from sopgym.sandboxes.docker import reap
+def _owner(script: str) -> tuple[subprocess.Popen, list[str]]:
+    """A separate sopgym process running ``script``; returns it and the first line it prints, split."""
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = owner.stdout.readline().split()
+    except BaseException:
+        owner.kill()
+        raise
+    if not line:
+        owner.kill()
+        raise AssertionError(f"the owner process printed nothing (exit {owner.wait()})")
+    return owner, line
 
-    script = textwrap.dedent(f"""
-        import sys, time
+
+def test_containers_of_a_sigkilled_owner_are_gone_within_seconds(docker_client):
+    """kill -9 of the owner (which had forked a long-lived child, as multiprocessing does): its
+    stateful and runner containers end and are removed by themselves within seconds (they once
+    stayed Exited until the next sopgym process reaped them)."""
+    owner, line = _owner(f"""
+        import os, sys, time
         sys.path.insert(0, {str(HERE)!r})
         from sopgym.sandboxes.base import StatefulProgram
         from sopgym.sandboxes.docker import DockerStatefulBackend, DockerCodeRunner
         import ledger_program as lp
         backend = DockerStatefulBackend()
         backend.start_episode(StatefulProgram("ledger_program"), lp.initial_state())
-        print(backend.container_name, flush=True)
+        runner = DockerCodeRunner()
+        runner.run_python("pass")
+        (box,) = runner.pool._idle
+        child = os.fork()
+        if child == 0:
+            time.sleep(600)  # outlives the owner holding whatever it inherited
+            os._exit(0)
+        print(backend.container_name, box.name, child, flush=True)
         time.sleep(600)
     """)
-    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    *names, child = line
     try:
-        name = owner.stdout.readline().strip()
-        assert name.startswith("sopgym-stateful-"), f"expected a container name from the owner, got {name!r}"
-    finally:
+        assert all(n.startswith("sopgym-") for n in names), line
+        assert _exists(docker_client, names) == names, "positive control: the containers run before the kill"
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-    assert _exists(docker_client, [name]) == [name], "the owner's container should outlive a SIGKILL (no atexit)"
-    started = time.perf_counter()
-    removed = reap(docker_client)
-    elapsed = time.perf_counter() - started
+        started = time.perf_counter()
+        while (left := _exists(docker_client, names)) and time.perf_counter() - started < 10:
+            time.sleep(0.1)
+        elapsed = time.perf_counter() - started
+    finally:
+        owner.kill()
+        os.kill(int(child), signal.SIGKILL)
+    assert left == [], f"containers of the SIGKILLed owner still exist after {elapsed:.1f} s: {left}"
+    report("owner_kill_cleanup", containers=len(names), seconds=elapsed)
+
+
+def test_reaper_removes_containers_of_a_sigkilled_owner(docker_client):
+    """The backstop: a container whose channel another process still holds (so it cannot end by
+    itself) is removed by the reaper once its owner is dead."""
+    from sopgym.sandboxes.docker import reap
+
+    owner, line = _owner(f"""
+        import subprocess, sys, time
+        sys.path.insert(0, {str(HERE)!r})
+        from sopgym.sandboxes.base import StatefulProgram
+        from sopgym.sandboxes.docker import DockerStatefulBackend
+        import ledger_program as lp
+        backend = DockerStatefulBackend()
+        backend.start_episode(StatefulProgram("ledger_program"), lp.initial_state())
+        fd = backend._box.channel._sock.fileno()
+        holder = subprocess.Popen(["sleep", "600"], pass_fds=[fd])  # keeps the stream open
+        print(backend.container_name, holder.pid, flush=True)
+        time.sleep(600)
+    """)
+    name, holder = line
+    try:
+        assert name.startswith("sopgym-stateful-"), f"expected a container name from the owner, got {name!r}"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+        time.sleep(1.0)
+        assert _exists(docker_client, [name]) == [name], "positive control: the held container should outlive its owner"
+        started = time.perf_counter()
+        removed = reap(docker_client)
+        elapsed = time.perf_counter() - started
+    finally:
+        owner.kill()
+        os.kill(int(holder), signal.SIGKILL)
     assert name in removed, f"reaper removed {removed}, expected {name}"
     assert _exists(docker_client, [name]) == []
     report("reaper", removed=len(removed), seconds=elapsed)
@@ -313,7 +372,7 @@ def test_sandbox_error_is_infrastructure_not_policy():
 def test_warm_container_killed_while_idle_is_replaced_without_an_error(docker_client, make_pool):
     from sopgym.sandboxes.docker import DockerCodeRunner
 
-    pool = make_pool()
+    pool = make_pool("runner")
     runner = DockerCodeRunner(pool=pool)
     try:
         assert runner.run_python("print(1)").stdout.strip() == "1"

@@ -222,6 +222,7 @@ print(json.dumps(res))
 def test_docker_inspect_audit_of_every_container(docker_client, make_pool):
     """Every container this test session has running shows every hardening field."""
     from sopgym.sandboxes.docker import DockerCodeRunner, DockerStatefulBackend
+    from sopgym.sandboxes.docker.hardening import SUPERVISOR_CAPS
 
     backend = DockerStatefulBackend(pool=make_pool())
     runner = DockerCodeRunner(pool=make_pool("runner"))
@@ -235,10 +236,17 @@ def test_docker_inspect_audit_of_every_container(docker_client, make_pool):
             name = info["Name"]
             assert hc["NetworkMode"] == "none" and set(info["NetworkSettings"]["Networks"]) <= {"none"}, name
             assert hc["ReadonlyRootfs"] is True, name
-            assert hc["CapDrop"] == ["ALL"] and not hc["CapAdd"], (name, hc["CapDrop"], hc["CapAdd"])
+            assert hc["CapDrop"] == ["ALL"], (name, hc["CapDrop"])
+            if cfg["Labels"]["org.sopgym.role"] == "runner":  # a root supervisor that only switches uids
+                assert cfg["User"] == "0:0" and sorted(hc["CapAdd"]) == sorted(SUPERVISOR_CAPS), (name, hc["CapAdd"])
+                env = dict(e.split("=", 1) for e in cfg["Env"])
+                server, agent = env["SOPGYM_SERVER_USER"], env["SOPGYM_AGENT_USER"]
+                assert not server.startswith("0:") and not agent.startswith("0:") and server != agent, (server, agent)
+            else:
+                assert not hc["CapAdd"], (name, hc["CapAdd"])
+                assert cfg["User"] and not cfg["User"].startswith(("0", "root")), (name, cfg["User"])
             assert "no-new-privileges:true" in hc["SecurityOpt"], (name, hc["SecurityOpt"])
-            assert hc["Privileged"] is False, name
-            assert cfg["User"] and not cfg["User"].startswith(("0", "root")), (name, cfg["User"])
+            assert hc["Privileged"] is False and hc["AutoRemove"] is True, name
             assert 0 < hc["PidsLimit"] <= 4096 and hc["Memory"] > 0 and hc["MemorySwap"] == hc["Memory"], name
             assert hc["NanoCpus"] > 0 and hc["Init"] is True, name
             assert "size=" in hc["Tmpfs"]["/tmp"], (name, hc["Tmpfs"])
@@ -336,3 +344,16 @@ print(scanned, hits)
     scanned, hits = inside.stdout.split(" ", 1)
     assert hits.strip() == "[]", f"answer readable inside the sandbox at {hits}"
     report("hidden_answer", bytes_sent_to_container=len(sent), files_scanned_inside=int(scanned))
+
+
+def test_policy_refuses_agent_code_under_the_servers_uid():
+    """Agent code sharing the tool server's uid could signal, trace and read it: not a loosening a
+    policy can ask for. Root for either is a logged loosening."""
+    from sopgym.sandboxes.docker.hardening import ContainerHardening
+
+    with pytest.raises(ValueError, match="agent_user must have another uid"):
+        ContainerHardening(user="1000:1000", agent_user="1000:1001")
+    with pytest.raises(ValueError, match="numeric 'uid:gid'"):
+        ContainerHardening(agent_user="nobody")
+    assert any("agent code as root" in w for w in ContainerHardening(agent_user="0:0").loosenings())
+    assert ContainerHardening().loosenings() == []

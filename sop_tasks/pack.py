@@ -1,16 +1,22 @@
 """The domain-pack format: what a task source provides to an env.
 
-A domain pack is a folder ``sop_tasks/<domain>/`` with:
+An authored domain pack is a folder ``sop_tasks/<domain>/`` with one layout
+(docs/adding_a_domain.md):
 
+* ``__init__.py``: imports only, and ``PACK``, the :class:`DomainPack` that wires the pieces below;
 * ``sop.md``: the SOP text (numbered steps, thresholds, exceptions, the answer format);
-* ``__init__.py`` defining ``PACK``, a :class:`DomainPack` built from
-  the tool specs, output fields, human step count, a seeded task generator and a reference solver;
-* optionally ``state.py``: a standard-library-only stateful program (see
+* ``tools.py``: what the agent sees: the domain's vocabulary, ``TOOLS`` (written with
+  :mod:`sopgym.sop_tasks.toolkit`) and the answer's ``FIELDS``;
+* ``generator.py``: ``generate(rng, split, index)``: draw facts around a target label, label them,
+  build the records (helpers in :mod:`sopgym.sop_tasks.generation`);
+* ``solver.py``: ``solve(inputs)``, the reference solver, written from the SOP; it never imports
+  ``generator.py``;
+* ``state.py`` (stateful or SQL tools only): a standard-library-only stateful program (see
   :class:`sopgym.sandboxes.StatefulProgram`).
 
 Tasks are generated, not stored: ``pack.task(split, index)`` is a pure function of
 ``(pack.name, pack.version, split, index)``. The ``train`` split is unlimited; ``val`` and ``test``
-have fixed sizes and their content hashes are pinned by tests. See docs/domain_pack.md.
+have fixed sizes and their content hashes are pinned by tests.
 """
 
 from __future__ import annotations
@@ -37,8 +43,8 @@ __all__ = [
     "content_hash",
     "SUBMIT_TOOL",
     "ToolError",
+    "expect",
     "read_text",
-    "object_schema",
 ]
 
 SPLITS = ("train", "val", "test")
@@ -129,6 +135,20 @@ class ToolError(Exception):
     """What a solver receives in place of a result when a tool reported an error."""
 
 
+def expect(result: Any) -> Any:
+    """The result a solver received, or raise the :class:`ToolError` it received instead.
+
+    For the calls the SOP needs to succeed: an error there means the generator, the tools and the
+    SOP disagree, and raising it makes the oracle fail loudly.
+
+    >>> expect({"status": "open"})
+    {'status': 'open'}
+    """
+    if isinstance(result, ToolError):
+        raise result
+    return result
+
+
 def task_rng(domain: str, version: int, split: str, index: int) -> random.Random:
     """The generator's RNG for one task: a stable function of its identity (not of Python's hash)."""
     digest = hashlib.sha256(f"sopgym|{domain}|v{version}|{split}|{index}".encode()).digest()
@@ -182,7 +202,8 @@ class DomainPack:
     format_inputs: Callable[[Mapping[str, Any]], str] | None = None
     #: Env ids are ``<namespace>/<name>-v<version>``: ``sopgym`` for ours, ``sopbench`` for adapted ones.
     namespace: str = "sopgym"
-    #: Verifiable tier: ``(runner: CodeRunner, name, args, episode: SandboxEpisode) -> ToolResult``.
+    #: Verifiable tier: ``(code_runner, name, args, episode: SandboxEpisode) -> ToolResult``
+    #: (:class:`sopgym.sop_tasks.toolkit.CodeTools`).
     verifiable: Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
@@ -280,12 +301,8 @@ class DomainPack:
 
 def object_schema(properties: Mapping[str, Any] | None = None, /, *, required: Sequence[str] | None = None,
                   **more: Any) -> dict[str, Any]:
-    """A tool's argument schema: an object with these properties, all required unless ``required``
-    says otherwise, and no other fields. Properties come as a dict or as keyword arguments.
-
-    >>> object_schema(claim_id={"type": "string"})["required"]
-    ['claim_id']
-    """
+    """Transitional: the packs not yet on the one layout still build their schemas with this; use
+    :func:`sopgym.sop_tasks.toolkit.object_schema`."""
     props = {**(properties or {}), **more}
     return {"type": "object", "properties": props, "required": list(required) if required is not None else list(props),
             "additionalProperties": False}

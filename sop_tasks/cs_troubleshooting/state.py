@@ -110,19 +110,23 @@ def _findings(db, ticket_id):
     return sorted(r["code"] for r in db.execute("SELECT code FROM findings WHERE ticket_id = ?", (ticket_id,)))
 
 
+def ticket_priority(codes, business):
+    """(score, priority, sla_hours) of a ticket with these finding codes: the ticketing system's rule.
+
+    The task generator labels with it too: the priority is the care system's, not the SOP's.
+    """
+    score = sum(FINDING_WEIGHTS[c] for c in codes) + (BUSINESS_BONUS if business else 0)
+    priority = next(p for floor, p in PRIORITY_BANDS if score >= floor)
+    sla = SLA_HOURS[priority] // (2 if business else 1)
+    return score, priority, sla
+
+
 def _priority(db, ticket):
-    """(score, priority, sla_hours) of a ticket: the ticketing system's rule."""
+    """(score, priority, sla_hours) of a stored ticket."""
     segment = db.execute("SELECT segment FROM customers WHERE customer_id = ?", (ticket["customer_id"],)).fetchone()[
         "segment"
     ]
-    score = sum(FINDING_WEIGHTS[c] for c in _findings(db, ticket["ticket_id"]))
-    if segment == "business":
-        score += BUSINESS_BONUS
-    priority = next(p for floor, p in PRIORITY_BANDS if score >= floor)
-    sla = SLA_HOURS[priority]
-    if segment == "business":
-        sla //= 2
-    return score, priority, sla
+    return ticket_priority(_findings(db, ticket["ticket_id"]), segment == "business")
 
 
 # -- tools -----------------------------------------------------------------------------------------

@@ -299,15 +299,6 @@ class DomainPack:
         return "Process this case according to the SOP.\n\nCase inputs:\n" + "\n".join(lines)
 
 
-def object_schema(properties: Mapping[str, Any] | None = None, /, *, required: Sequence[str] | None = None,
-                  **more: Any) -> dict[str, Any]:
-    """Transitional: the packs not yet on the one layout still build their schemas with this; use
-    :func:`sopgym.sop_tasks.toolkit.object_schema`."""
-    props = {**(properties or {}), **more}
-    return {"type": "object", "properties": props, "required": list(required) if required is not None else list(props),
-            "additionalProperties": False}
-
-
 def read_text(module_file: str, name: str = "sop.md") -> str:
     """Read a text file that sits beside a domain module (packaged as package data)."""
     return (Path(module_file).parent / name).read_text(encoding="utf-8")

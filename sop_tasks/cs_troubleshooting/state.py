@@ -286,34 +286,30 @@ def get_ticket(db, args):
     }
 
 
-def escalate_ticket(db, args):
+def _end_ticket(db, args, *, argument, column, allowed, status, verb, needs_findings=False):
+    """Move an open ticket of the session's customer to ``status``, storing ``args[argument]`` (one
+    of ``allowed``) in ``column``; ``verb`` names the move in the error messages."""
     customer_id = _session(db, args)
     ticket = _own_ticket(db, customer_id, args["ticket_id"])
-    if args["tier"] not in TIERS:
-        raise ValueError(f"tier must be one of {', '.join(TIERS)}, got {args['tier']!r}")
+    value = args[argument]
+    if value not in allowed:
+        raise ValueError(f"{argument} must be one of {', '.join(allowed)}, got {value!r}")
     if ticket["status"] != "open":
-        raise ValueError(f"ticket {ticket['ticket_id']} is {ticket['status']}: only open tickets can be escalated")
-    if not _findings(db, ticket["ticket_id"]):
+        raise ValueError(f"ticket {ticket['ticket_id']} is {ticket['status']}: only open tickets can be {verb}")
+    if needs_findings and not _findings(db, ticket["ticket_id"]):
         raise ValueError(f"ticket {ticket['ticket_id']} has no findings: attach findings before escalating")
-    db.execute(
-        "UPDATE tickets SET status = 'escalated', escalation_tier = ? WHERE ticket_id = ?",
-        (args["tier"], ticket["ticket_id"]),
-    )
-    return {"ticket_id": ticket["ticket_id"], "status": "escalated", "escalation_tier": args["tier"]}
+    db.execute(f"UPDATE tickets SET status = ?, {column} = ? WHERE ticket_id = ?", (status, value, ticket["ticket_id"]))
+    return {"ticket_id": ticket["ticket_id"], "status": status, column: value}
+
+
+def escalate_ticket(db, args):
+    return _end_ticket(db, args, argument="tier", column="escalation_tier", allowed=TIERS, status="escalated",
+                       verb="escalated", needs_findings=True)
 
 
 def close_ticket(db, args):
-    customer_id = _session(db, args)
-    ticket = _own_ticket(db, customer_id, args["ticket_id"])
-    if args["resolution"] not in RESOLUTIONS:
-        raise ValueError(f"resolution must be one of {', '.join(RESOLUTIONS)}, got {args['resolution']!r}")
-    if ticket["status"] != "open":
-        raise ValueError(f"ticket {ticket['ticket_id']} is {ticket['status']}: only open tickets can be closed")
-    db.execute(
-        "UPDATE tickets SET status = 'closed', resolution = ? WHERE ticket_id = ?",
-        (args["resolution"], ticket["ticket_id"]),
-    )
-    return {"ticket_id": ticket["ticket_id"], "status": "closed", "resolution": args["resolution"]}
+    return _end_ticket(db, args, argument="resolution", column="resolution", allowed=RESOLUTIONS, status="closed",
+                       verb="closed")
 
 
 # -- distractors (the SOP never needs them) ------------------------------------------------------

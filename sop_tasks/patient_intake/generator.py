@@ -68,6 +68,29 @@ _TRIGGERS = {
     4: ("pain", "symptom"),
     5: ("none", "boundary"),
 }
+#: (level, trigger) -> (vital, low, high): the reading drawn in [low, high] (temperatures in tenths).
+_READINGS = {
+    (1, "spo2"): ("spo2_pct", 80, 87),
+    (1, "sbp"): ("systolic_bp", 62, 79),
+    (2, "spo2"): ("spo2_pct", 88, 91),
+    (2, "hr"): ("heart_rate", 130, 165),
+    (2, "temp"): ("temperature_c", 400, 414),
+    (2, "fever_elderly"): ("temperature_c", 380, 399),
+    (3, "hr"): ("heart_rate", 101, 129),
+    (3, "temp"): ("temperature_c", 380, 399),
+    (3, "rr"): ("respiratory_rate", 23, 32),
+    (3, "pain"): ("pain_score", 7, 10),
+    (4, "pain"): ("pain_score", 1, 6),
+}
+#: (level, trigger) -> the screen finding it sets.
+_SYMPTOMS = {(1, "stroke"): "stroke_signs", (2, "chest_old"): "chest_pain", (3, "chest_young"): "chest_pain"}
+#: (level, trigger) -> (the age on the boundary, the age range otherwise), for triggers that hang on the age.
+_AGES = {
+    (2, "chest_old"): (40, (40, 85)),
+    (2, "fever_elderly"): (75, (75, 96)),
+    (3, "temp"): (74, (18, 74)),
+    (3, "chest_young"): (39, (18, 39)),
+}
 _REACTIONS = {
     "mild": ("nausea", "stomach upset", "mild itching"),
     "moderate": ("hives", "rash", "swelling"),
@@ -142,47 +165,21 @@ def _draw_vitals(level: int, rng: random.Random, visit: dt.date) -> tuple[dict, 
 def _apply_trigger(rng: random.Random, v: dict, s: dict, level: int, trigger: str, age: int) -> tuple[int, bool]:
     """Set the reading ``trigger`` names for ``level``. Returns (age, whether it sits on a birthday)."""
     near_birthday = False
-    if level == 1:
-        if trigger == "spo2":
-            v["spo2_pct"] = rng.randint(80, 87)
-        elif trigger == "sbp":
-            v["systolic_bp"] = rng.randint(62, 79)
-        else:
-            s["stroke_signs"] = True
-    elif level == 2:
-        if trigger == "spo2":
-            v["spo2_pct"] = rng.randint(88, 91)
-        elif trigger == "hr":
-            v["heart_rate"] = rng.randint(130, 165)
-        elif trigger == "temp":
-            v["temperature_c"] = rng.randint(400, 414) / 10
-        elif trigger == "chest_old":
-            s["chest_pain"] = True
-            age, near_birthday = (40, True) if rng.random() < 0.4 else (rng.randint(40, 85), False)
-        else:
-            v["temperature_c"] = rng.randint(380, 399) / 10
-            age, near_birthday = (75, True) if rng.random() < 0.4 else (rng.randint(75, 96), False)
-    elif level == 3:
-        if trigger == "hr":
-            v["heart_rate"] = rng.randint(101, 129)
-        elif trigger == "temp":
-            v["temperature_c"] = rng.randint(380, 399) / 10
-            age, near_birthday = (74, True) if rng.random() < 0.4 else (rng.randint(18, 74), False)
-        elif trigger == "rr":
-            v["respiratory_rate"] = rng.randint(23, 32)
-        elif trigger == "pain":
-            v["pain_score"] = rng.randint(7, 10)
-        else:
-            s["chest_pain"] = True
-            age, near_birthday = (39, True) if rng.random() < 0.4 else (rng.randint(18, 39), False)
-        if age >= 75 and trigger != "temp":
-            v["temperature_c"] = min(v["temperature_c"], 37.5)
-    elif level == 4:
-        if trigger == "pain":
-            v["pain_score"] = rng.randint(1, 6)
-        else:
-            s[rng.choice(("cough", "rash", "vomiting"))] = True
-    elif trigger == "boundary":  # every reading on the safe side of a boundary
+    reading = _READINGS.get((level, trigger))
+    if reading is not None:
+        key, lo, hi = reading
+        v[key] = rng.randint(lo, hi) / 10 if key == "temperature_c" else rng.randint(lo, hi)
+    symptom = _SYMPTOMS.get((level, trigger))
+    if symptom is not None:
+        s[symptom] = True
+    elif (level, trigger) == (4, "symptom"):
+        s[rng.choice(("cough", "rash", "vomiting"))] = True
+    if (level, trigger) in _AGES:
+        boundary, (lo, hi) = _AGES[level, trigger]
+        age, near_birthday = (boundary, True) if rng.random() < 0.4 else (rng.randint(lo, hi), False)
+    if level == 3 and age >= 75 and trigger != "temp":
+        v["temperature_c"] = min(v["temperature_c"], 37.5)
+    if trigger == "boundary":  # every reading on the safe side of a boundary
         key = rng.choice(("heart_rate", "spo2_pct", "respiratory_rate", "temperature_c"))
         v[key] = {"heart_rate": 100, "spo2_pct": 92, "respiratory_rate": 22, "temperature_c": 37.9}[key]
     return age, near_birthday

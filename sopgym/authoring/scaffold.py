@@ -1,7 +1,9 @@
 """``sopgym new-domain NAME``: scaffold a domain pack that passes ``sopgym validate-domain``.
 
 The scaffold is the worked example of docs/adding_a_domain.md: a warranty-claim review domain in
-under 200 lines of Python plus its SOP. Rename, rewrite the SOP and the logic, keep the shape.
+the one layout every authored pack has (``__init__.py``, ``tools.py``, ``generator.py``,
+``solver.py``, ``sop.md``), written with the pack helpers (``sopgym.sop_tasks.toolkit`` and
+``sopgym.sop_tasks.generation``). Rename, rewrite the SOP and the logic, keep the shape.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import argparse
 import re
 from pathlib import Path
 
-__all__ = ["new_domain", "add_new_domain_cli", "TEMPLATE_INIT", "TEMPLATE_SOP"]
+__all__ = ["new_domain", "add_new_domain_cli", "TEMPLATES", "TEMPLATE_SOP"]
 
 TEMPLATE_SOP = """\
 # SOP WC-1: __TITLE__ (warranty claim review)
@@ -62,11 +64,60 @@ Call `submit_answer` with one field, `decision`: one of `APPROVE_REPAIR`, `APPRO
 """
 
 TEMPLATE_INIT = '''\
-"""__NAME__: warranty claim review (scaffolded by `sopgym new-domain`). Replay tier only.
+"""__NAME__: warranty claim review (scaffolded by `sopgym new-domain`). Replay tier only."""
 
-The generator builds a claim around a target decision and labels it with its own decision table
-(``_label``); the reference solver (``solve``) follows the SOP through the tools, independently.
-"""
+from sopgym.sop_tasks.pack import DomainPack, read_text
+
+from .generator import generate
+from .solver import solve
+from .tools import FIELDS, TOOLS
+
+PACK = DomainPack(
+    name="__NAME__",
+    version=0,
+    title="__TITLE__",
+    theme="warranty claim review",
+    sop=read_text(__file__),
+    tools=TOOLS,
+    output_fields=FIELDS,
+    human_steps=6,  # claim, product, purchase, inspection, repair history, submit
+    generate=generate,
+    solver=solve,
+)
+'''
+
+TEMPLATE_TOOLS = '''\
+"""__NAME__'s vocabulary, tools and answer fields: what the agent sees."""
+
+from sopgym.sop_tasks.pack import OutputField
+from sopgym.sop_tasks.toolkit import lookup
+
+DECISIONS = ("APPROVE_REPAIR", "APPROVE_REPLACE", "DENY_DAMAGE", "DENY_EXPIRED", "DENY_SELLER", "NO_FAULT_FOUND")
+
+_claim = {"claim_id": {"type": "string", "pattern": "^CLM-[0-9]{6}$"}}
+_serial = {"serial_number": {"type": "string", "pattern": "^SN[0-9]{8}$"}}
+TOOLS = (
+    lookup("get_claim", "A warranty claim: serial number, purchase id, submission date.", _claim,
+           not_found="claim {claim_id} not found"),
+    lookup("get_product", "Product by serial number: model, warranty months, recall extension months.", _serial,
+           not_found="product {serial_number} not found"),
+    lookup("get_purchase", "Purchase record: purchase date and sales channel.",
+           {"purchase_id": {"type": "string", "pattern": "^PUR-[0-9]{6}$"}}, not_found="purchase {purchase_id} not found"),
+    lookup("get_inspection", "Inspection report of a claim: damage (none, liquid, impact) and whether a defect was "
+           "confirmed.", _claim, not_found="no inspection report for claim {claim_id}"),
+    lookup("get_repair_history", "Number of prior repairs of a unit.", _serial,
+           not_found="no repair history for {serial_number}"),
+    lookup("get_store_locator", "Stores near a postcode.", {"postcode": {"type": "string", "pattern": "^[0-9]{5}$"}},
+           distractor=True, not_found="no stores near {postcode}"),
+    lookup("get_promotions", "Current promotions for a model.",
+           {"model": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"}}, distractor=True,
+           not_found="no promotions for {model}"),
+)
+FIELDS = (OutputField("decision", enum=DECISIONS, description="The SOP decision."),)
+'''
+
+TEMPLATE_GENERATOR = '''\
+"""__NAME__'s task generator: draw facts around a target decision, label them, build the records."""
 
 from __future__ import annotations
 
@@ -74,46 +125,19 @@ import datetime as dt
 import random
 from typing import Any
 
-from sopgym.sandboxes import ToolSpec, canonical_args
-from sopgym.sop_tasks.pack import DomainPack, OutputField, ToolCall, ToolError, object_schema, read_text
+from sopgym.sop_tasks.generation import balanced_target, record
 
-DECISIONS = ("APPROVE_REPAIR", "APPROVE_REPLACE", "DENY_DAMAGE", "DENY_EXPIRED", "DENY_SELLER", "NO_FAULT_FOUND")
-
-
-def _tool(name, description, param, pattern, distractor=False):
-    schema = object_schema({param: {"type": "string", "pattern": pattern}})
-    return ToolSpec(name, description, schema, distractor=distractor, not_found=f"{{{param}}} not found")
-
-
-TOOLS = (
-    _tool("get_claim", "A warranty claim: serial number, purchase id, submission date.", "claim_id", "^CLM-[0-9]{6}$"),
-    _tool("get_product", "Product by serial number: model, warranty months, recall extension months.", "serial_number", "^SN[0-9]{8}$"),
-    _tool("get_purchase", "Purchase record: purchase date and sales channel.", "purchase_id", "^PUR-[0-9]{6}$"),
-    _tool("get_inspection", "Inspection report of a claim: damage (none, liquid, impact) and whether a defect was confirmed.", "claim_id", "^CLM-[0-9]{6}$"),
-    _tool("get_repair_history", "Number of prior repairs of a unit.", "serial_number", "^SN[0-9]{8}$"),
-    _tool("get_store_locator", "Stores near a postcode.", "postcode", "^[0-9]{5}$", distractor=True),
-    _tool("get_promotions", "Current promotions for a model.", "model", "^[A-Z]{2}-[0-9]{3}$", distractor=True),
-)
-FIELDS = (OutputField("decision", enum=DECISIONS, description="The SOP decision."),)
-
-
-def _label(f: dict[str, Any]) -> str:
-    """The generator's decision table."""
-    if f["channel"] != "authorized":
-        return "DENY_SELLER"
-    clean_defect = f["defect"] and f["damage"] == "none"
-    coverage = 30 * (f["months"] + (f["extension"] if clean_defect else 0))
-    if f["elapsed"] > coverage:
-        return "DENY_EXPIRED"
-    if f["damage"] != "none":
-        return "DENY_DAMAGE"
-    if not f["defect"]:
-        return "NO_FAULT_FOUND"
-    return "APPROVE_REPLACE" if f["repairs"] >= 2 else "APPROVE_REPAIR"
+from .tools import DECISIONS
 
 
 def generate(rng: random.Random, split: str, index: int) -> dict[str, Any]:
-    target = DECISIONS[index % len(DECISIONS)] if split != "train" else rng.choice(DECISIONS)
+    target = balanced_target(rng, split, index, DECISIONS)
+    facts = _draw(rng, target)
+    return _records(rng, facts, _label(facts))
+
+
+def _draw(rng: random.Random, target: str) -> dict[str, Any]:
+    """Facts that lead to ``target``, with traps the SOP's order resolves."""
     months = rng.choice((12, 24, 36))
     f = {"channel": "authorized", "months": months, "extension": rng.choice((0, 0, 12)), "damage": "none",
          "defect": True, "repairs": rng.randint(0, 1), "elapsed": rng.randint(10, 30 * months)}
@@ -130,37 +154,66 @@ def generate(rng: random.Random, split: str, index: int) -> dict[str, Any]:
         f["repairs"] = rng.randint(2, 4)
     if target != "DENY_EXPIRED" and f["extension"] and rng.random() < 0.5 and f["defect"] and f["damage"] == "none":
         f["elapsed"] = 30 * months + rng.randint(1, 30 * f["extension"])  # saved by the recall extension
+    return f
+
+
+def _label(f: dict[str, Any]) -> str:
+    """The generator's own decision table: the label is what the facts imply, not the target."""
+    if f["channel"] != "authorized":
+        return "DENY_SELLER"
+    clean_defect = f["defect"] and f["damage"] == "none"
+    coverage = 30 * (f["months"] + (f["extension"] if clean_defect else 0))
+    if f["elapsed"] > coverage:
+        return "DENY_EXPIRED"
+    if f["damage"] != "none":
+        return "DENY_DAMAGE"
+    if not f["defect"]:
+        return "NO_FAULT_FOUND"
+    return "APPROVE_REPLACE" if f["repairs"] >= 2 else "APPROVE_REPAIR"
+
+
+def _records(rng: random.Random, f: dict[str, Any], label: str) -> dict[str, Any]:
+    """Ids, the replay records of every tool (the distractors' too) and the difficulty."""
     claim_id, serial = f"CLM-{rng.randint(0, 999999):06d}", f"SN{rng.randint(0, 99999999):08d}"
     purchase_id, model = f"PUR-{rng.randint(0, 999999):06d}", f"{rng.choice(('TX', 'QV', 'BL'))}-{rng.randint(100, 999)}"
     bought = dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 500))
     submitted = bought + dt.timedelta(days=f["elapsed"])
     postcode = f"{rng.randint(10000, 99999)}"
-
-    def one(param, value, response):
-        return {canonical_args({param: value}): response}
-
     replay = {
-        "get_claim": one("claim_id", claim_id, {"claim_id": claim_id, "serial_number": serial, "purchase_id": purchase_id,
-                                                "submitted_on": submitted.isoformat(), "customer_postcode": postcode,
-                                                "customer_says_bought_on": (bought + dt.timedelta(days=rng.randint(0, 90))).isoformat()}),
-        "get_product": one("serial_number", serial, {"serial_number": serial, "model": model, "warranty_months": months,
-                                                     "recall_extension_months": f["extension"]}),
-        "get_purchase": one("purchase_id", purchase_id, {"purchase_id": purchase_id, "purchase_date": bought.isoformat(), "channel": f["channel"]}),
-        "get_inspection": one("claim_id", claim_id, {"claim_id": claim_id, "damage": f["damage"], "defect_confirmed": f["defect"]}),
-        "get_repair_history": one("serial_number", serial, {"serial_number": serial, "prior_repairs": f["repairs"]}),
-        "get_store_locator": one("postcode", postcode, {"stores": [f"Store {rng.randint(1, 99)}"]}),
-        "get_promotions": one("model", model, {"model": model, "promotions": []}),
+        "get_claim": record({"claim_id": claim_id}, {
+            "claim_id": claim_id, "serial_number": serial, "purchase_id": purchase_id,
+            "submitted_on": submitted.isoformat(), "customer_postcode": postcode,
+            # the customer's own statement, wrong on purpose: the SOP says to use the purchase record
+            "customer_says_bought_on": (bought + dt.timedelta(days=rng.randint(0, 90))).isoformat()}),
+        "get_product": record({"serial_number": serial}, {"serial_number": serial, "model": model, "warranty_months": f["months"],
+                                                          "recall_extension_months": f["extension"]}),
+        "get_purchase": record({"purchase_id": purchase_id}, {"purchase_id": purchase_id, "purchase_date": bought.isoformat(),
+                                                              "channel": f["channel"]}),
+        "get_inspection": record({"claim_id": claim_id}, {"claim_id": claim_id, "damage": f["damage"], "defect_confirmed": f["defect"]}),
+        "get_repair_history": record({"serial_number": serial}, {"serial_number": serial, "prior_repairs": f["repairs"]}),
+        "get_store_locator": record({"postcode": postcode}, {"stores": [f"Store {rng.randint(1, 99)}"]}),
+        "get_promotions": record({"model": model}, {"model": model, "promotions": []}),
     }
-    label = _label(f)
     difficulty = {"DENY_SELLER": "easy", "DENY_EXPIRED": "medium", "DENY_DAMAGE": "medium"}.get(label, "hard")
     return {"inputs": {"claim_id": claim_id}, "answer": {"decision": label}, "replay": replay, "difficulty": difficulty}
+'''
+
+TEMPLATE_SOLVER = '''\
+"""__NAME__'s reference solver: SOP WC-1 step by step, facts only from tools, written from the SOP
+text (it never imports ``generator.py``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sopgym.sop_tasks.pack import ToolCall, expect
 
 
 def solve(inputs: dict[str, Any]):
-    """SOP WC-1 step by step, facts only from tools."""
-    claim = yield ToolCall("get_claim", {"claim_id": inputs["claim_id"]})
-    product = yield ToolCall("get_product", {"serial_number": claim["serial_number"]})
-    purchase = yield ToolCall("get_purchase", {"purchase_id": claim["purchase_id"]})
+    claim = expect((yield ToolCall("get_claim", {"claim_id": inputs["claim_id"]})))
+    product = expect((yield ToolCall("get_product", {"serial_number": claim["serial_number"]})))
+    purchase = expect((yield ToolCall("get_purchase", {"purchase_id": claim["purchase_id"]})))
     if purchase["channel"] != "authorized":
         return {"decision": "DENY_SELLER"}
     elapsed = (dt.date.fromisoformat(claim["submitted_on"]) - dt.date.fromisoformat(purchase["purchase_date"])).days
@@ -168,36 +221,29 @@ def solve(inputs: dict[str, Any]):
     inspection = None
     if elapsed > coverage:
         if product["recall_extension_months"]:
-            inspection = yield ToolCall("get_inspection", {"claim_id": inputs["claim_id"]})
+            inspection = expect((yield ToolCall("get_inspection", {"claim_id": inputs["claim_id"]})))
             if inspection["defect_confirmed"] and inspection["damage"] == "none":
                 coverage += 30 * product["recall_extension_months"]
         if elapsed > coverage:
             return {"decision": "DENY_EXPIRED"}
     if inspection is None:
-        inspection = yield ToolCall("get_inspection", {"claim_id": inputs["claim_id"]})
-    if isinstance(inspection, ToolError):
-        raise inspection
+        inspection = expect((yield ToolCall("get_inspection", {"claim_id": inputs["claim_id"]})))
     if inspection["damage"] in ("liquid", "impact"):
         return {"decision": "DENY_DAMAGE"}
     if not inspection["defect_confirmed"]:
         return {"decision": "NO_FAULT_FOUND"}
-    history = yield ToolCall("get_repair_history", {"serial_number": claim["serial_number"]})
+    history = expect((yield ToolCall("get_repair_history", {"serial_number": claim["serial_number"]})))
     return {"decision": "APPROVE_REPLACE" if history["prior_repairs"] >= 2 else "APPROVE_REPAIR"}
-
-
-PACK = DomainPack(
-    name="__NAME__",
-    version=0,
-    title="__TITLE__",
-    theme="warranty claim review",
-    sop=read_text(__file__),
-    tools=TOOLS,
-    output_fields=FIELDS,
-    human_steps=6,  # claim, product, purchase, inspection, repair history, submit
-    generate=generate,
-    solver=solve,
-)
 '''
+
+#: The files of a scaffolded pack; ``__NAME__`` and ``__TITLE__`` are replaced.
+TEMPLATES = {
+    "__init__.py": TEMPLATE_INIT,
+    "tools.py": TEMPLATE_TOOLS,
+    "generator.py": TEMPLATE_GENERATOR,
+    "solver.py": TEMPLATE_SOLVER,
+    "sop.md": TEMPLATE_SOP,
+}
 
 
 def _snake(name: str) -> str:
@@ -205,7 +251,8 @@ def _snake(name: str) -> str:
 
 
 def new_domain(name: str, dest: str | Path = "sop_tasks", title: str | None = None) -> Path:
-    """Write ``dest/<snake_name>/{__init__.py, sop.md}``. Returns the folder.
+    """Write ``dest/<snake_name>/`` with the pack layout (``__init__.py``, ``tools.py``,
+    ``generator.py``, ``solver.py``, ``sop.md``). Returns the folder.
 
     Raises:
         ValueError: the name is not CamelCase letters/digits, or the folder exists.
@@ -217,14 +264,14 @@ def new_domain(name: str, dest: str | Path = "sop_tasks", title: str | None = No
         raise ValueError(f"{folder} already exists; choose another name or --dest")
     folder.mkdir(parents=True)
     title = title or re.sub(r"(?<!^)(?=[A-Z])", " ", name)
-    (folder / "__init__.py").write_text(TEMPLATE_INIT.replace("__NAME__", name).replace("__TITLE__", title), encoding="utf-8")
-    (folder / "sop.md").write_text(TEMPLATE_SOP.replace("__TITLE__", title), encoding="utf-8")
+    for filename, template in TEMPLATES.items():
+        (folder / filename).write_text(template.replace("__NAME__", name).replace("__TITLE__", title), encoding="utf-8")
     return folder
 
 
 def _cmd_new_domain(args: argparse.Namespace) -> int:
     folder = new_domain(args.name, args.dest, args.title)
-    print(f"wrote {folder}/__init__.py and {folder}/sop.md\nnext: edit them, then run: sopgym validate-domain {folder}")
+    print(f"wrote {folder}/: {', '.join(TEMPLATES)}\nnext: edit them, then run: sopgym validate-domain {folder}")
     return 0
 
 

@@ -11,6 +11,8 @@ generator's labelling code, and acts through the env like any policy. If it reac
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
 import re
@@ -18,6 +20,7 @@ import subprocess
 import sys
 from collections import Counter
 from functools import cache
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -260,3 +263,67 @@ def test_tool_count_is_within_bounds(name):
 def test_has_a_distractor_tool(name):
     distractors = [t.name for t in get_pack(name).tools if t.distractor]
     assert distractors, f"{name}: no tool is marked distractor=True, expected at least one"
+
+
+# -- one layout (docs/adding_a_domain.md) ----------------------------------------------------------
+LAYOUT = {"__init__.py", "tools.py", "generator.py", "solver.py", "sop.md"}
+
+
+def _pack_folder(pack: DomainPack) -> tuple[str, Path]:
+    package = pack.generate.__module__.rsplit(".", 1)[0]
+    return package, Path(importlib.util.find_spec(package).origin).parent
+
+
+def _imported_modules(path: Path, package: str) -> set[str]:
+    """Absolute names of the modules a file imports (relative imports resolved against ``package``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(x for x in (base, node.module) if x)
+            names.add(module)
+            names |= {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pack_folder_has_the_one_layout(name):
+    pack = get_pack(name)
+    _, folder = _pack_folder(pack)
+    files = {p.name for p in folder.iterdir() if p.suffix in (".py", ".md")}
+    expected = LAYOUT | ({"state.py"} if pack.program is not None else set())
+    assert files == expected, f"{name}: files {sorted(files)} in {folder.name}/, expected {sorted(expected)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pack_init_holds_only_imports_and_the_pack(name):
+    _, folder = _pack_folder(get_pack(name))
+    body = ast.parse((folder / "__init__.py").read_text(encoding="utf-8")).body
+    kinds = [type(node).__name__ for node in body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    targets = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    assert set(kinds) <= {"Import", "ImportFrom", "Assign"} and targets == ["PACK"], (
+        f"{name}: __init__.py holds {kinds} assigning {targets}, expected imports and one assignment to PACK"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solver_never_imports_the_generator(name):
+    package, folder = _pack_folder(get_pack(name))
+    imported = _imported_modules(folder / "solver.py", package)
+    assert not {m for m in imported if m.startswith(f"{package}.generator")}, (
+        f"{name}: solver.py imports {sorted(imported)}; the reference solver must not use the generator's labelling code"
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tools_and_records_are_written_with_the_pack_helpers(name):
+    """No hand-built ToolSpec or JSON Schema object in tools.py, no hand-built replay key in generator.py."""
+    _, folder = _pack_folder(get_pack(name))
+    by_hand = {
+        "tools.py": ("ToolSpec(", '"type": "object"', "Tier."),
+        "generator.py": ("canonical_args", "ERROR_KEY"),
+    }
+    found = [(f, s) for f, needles in by_hand.items() for s in needles if s in (folder / f).read_text(encoding="utf-8")]
+    assert not found, f"{name}: written by hand instead of with sop_tasks.toolkit/generation: {found}"

@@ -1,4 +1,5 @@
-"""Which domain packs exist. Authored packs are listed explicitly; adapters add theirs at run time."""
+"""Which domain packs exist: every subpackage of ``sop_tasks`` that defines ``PACK`` (found on first
+use, in name order), and the packs adapters (``sopgym.sopbench``) register at run time."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from .pack import DomainPack
 __all__ = ["get_pack", "all_packs", "register_pack"]
 
 def _authored_modules() -> list[str]:
-    """Every subpackage of sop_tasks that defines ``PACK``, in name order (deterministic)."""
+    """Every subpackage of sop_tasks, in name order (deterministic); those defining ``PACK`` are packs."""
     import sopgym.sop_tasks as root
 
     return sorted(m.name for m in pkgutil.iter_modules(root.__path__) if m.ispkg)

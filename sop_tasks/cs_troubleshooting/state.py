@@ -172,18 +172,24 @@ def check_outage(db, args):
     return {"region_code": args["region_code"], "outages": outages}
 
 
-def run_line_test(db, args):
+def _own_broadband(db, args, rule):
+    """The session customer's service ``args["service_id"]``, which must be broadband (``rule`` ends the error)."""
     customer_id = _session(db, args)
     service = _own_service(db, customer_id, args["service_id"])
     if service["type"] != "broadband":
-        raise ValueError(
-            f"service {args['service_id']} is a {service['type']} service: line tests run on broadband services only"
-        )
+        raise ValueError(f"service {args['service_id']} is a {service['type']} service: {rule}")
+    return service
+
+
+def _resets(db, service_id):
+    """How often the service's port was reset this episode."""
+    return db.execute("SELECT COUNT(*) AS n FROM port_resets WHERE service_id = ?", (service_id,)).fetchone()["n"]
+
+
+def run_line_test(db, args):
+    _own_broadband(db, args, "line tests run on broadband services only")
     line = db.execute("SELECT * FROM lines WHERE service_id = ?", (args["service_id"],)).fetchone()
-    was_reset = (
-        db.execute("SELECT COUNT(*) AS n FROM port_resets WHERE service_id = ?", (args["service_id"],)).fetchone()["n"]
-        > 0
-    )
+    was_reset = _resets(db, args["service_id"]) > 0
     prefix = "post_" if was_reset else ""
     sync = bool(line[prefix + "sync"])
     return {
@@ -197,17 +203,9 @@ def run_line_test(db, args):
 
 
 def reset_port(db, args):
-    customer_id = _session(db, args)
-    service = _own_service(db, customer_id, args["service_id"])
-    if service["type"] != "broadband":
-        raise ValueError(
-            f"service {args['service_id']} is a {service['type']} service: only broadband ports can be reset"
-        )
+    _own_broadband(db, args, "only broadband ports can be reset")
     line = db.execute("SELECT port_state FROM lines WHERE service_id = ?", (args["service_id"],)).fetchone()
-    already = db.execute(
-        "SELECT COUNT(*) AS n FROM port_resets WHERE service_id = ?", (args["service_id"],)
-    ).fetchone()["n"]
-    if line["port_state"] != "errored" or already:
+    if line["port_state"] != "errored" or _resets(db, args["service_id"]):
         raise ValueError(f"port of service {args['service_id']} is not in the errored state: reset refused")
     db.execute("INSERT INTO port_resets (service_id) VALUES (?)", (args["service_id"],))
     return {"service_id": args["service_id"], "reset": "done"}

@@ -1,7 +1,7 @@
 """The tool-backend contract shared by every tier.
 
 A *backend* answers tool calls for one episode at a time. It knows tool specs and per-episode
-state; it knows nothing about chats, rewards or gymnasium (see ../shared/ARCHITECTURE.md).
+state; it knows nothing about chats, rewards or gymnasium (see docs/architecture.md).
 
 Three tiers:
 

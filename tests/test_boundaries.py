@@ -1,4 +1,4 @@
-"""Architecture boundaries (../shared/ARCHITECTURE.md), checked on the source and in fresh interpreters."""
+"""Architecture boundaries (docs/architecture.md), checked on the source and in fresh interpreters."""
 
 import ast
 import subprocess

@@ -53,7 +53,7 @@ from .loader import SopBenchDomain
 
 __all__ = [
     "ToolRunner", "DockerToolRunner", "SubprocessToolRunner", "InProcessToolRunner", "make_runner", "RUNNERS",
-    "UPSTREAM_PANDAS", "check_pandas_version", "runner_pandas_version", "image_pandas_version",
+    "UPSTREAM_PANDAS", "check_pandas_version", "runner_pandas_version", "image_pandas_version", "host_pandas_version",
 ]
 
 log = logging.getLogger(__name__)

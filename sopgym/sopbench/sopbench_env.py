@@ -28,7 +28,7 @@ from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack
 from .adapter import get_registered
 from .prompts import PROMPT_STYLES, UPSTREAM_MAX_TURNS, final_decision, upstream_user_message
 from .replay import Recording, RecordingDrift
-from .runners import RUNNERS, make_runner, runner_pandas_version
+from .runners import RUNNERS, host_pandas_version, make_runner, runner_pandas_version
 from .sopbench_toolbox import TOOL_MODES, SopBenchToolBox
 
 __all__ = ["SopBenchEnv"]
@@ -69,6 +69,10 @@ class SopBenchEnv(SOPEnv):
         self.tool_timeout_s = tool_timeout_s
         self.prompt_style = prompt_style
         self.pandas_version = runner_pandas_version(tools_runner)
+        here = host_pandas_version()
+        self._pandas_notes = [] if (self.pandas_version or "").split(".")[0] == (here or "").split(".")[0] else [
+            f"tools run with pandas {self.pandas_version} ({tools_runner} runner) but this interpreter, which reads "
+            f"the task CSV, has pandas {here}: inputs and tool results may read cells differently"]
         self.recording = self._load_recording(recording, allow_drift)
 
     def _load_recording(self, path: str | None, allow_drift: bool) -> Recording | None:
@@ -123,7 +127,7 @@ class SopBenchEnv(SOPEnv):
             "pandas_version": self.pandas_version,
             "recording_pandas_version": self.recording_pandas_version,
             "recording_drift": self.drift,
-            "notes": list(domain.problems) + list(self.registered.notes),
+            "notes": list(domain.problems) + list(self.registered.notes) + self._pandas_notes,
         }
         return observation, info
 

@@ -138,3 +138,14 @@ def test_auto_mode_runs_live_past_a_recording_of_another_pandas(cells, tmp_path)
     assert info["sopbench"]["recording_pandas_version"] == "1.5.3"
     assert "recorded with pandas 1.5.3" in info["sopbench"]["recording_drift"]
     assert '"rehabilitation_status": NaN' in obs
+
+
+def test_a_sandbox_pandas_of_another_major_than_this_interpreter_is_noted(cells, monkeypatch):
+    import sopgym.sopbench.sopbench_env as sopbench_env
+
+    monkeypatch.setattr(sopbench_env, "host_pandas_version", lambda: "2.2.3")
+    env = gym.make("sopbench/cells-v0")
+    _, info = env.reset(options={"task_index": 0})
+    env.close()
+    assert any(f"tools run with pandas {image_pandas_version()} (docker runner) but this interpreter" in note
+               and "has pandas 2.2.3" in note for note in info["sopbench"]["notes"]), info["sopbench"]["notes"]

@@ -175,17 +175,6 @@ SITE_PACKAGES_IN_IMAGE = f"/usr/local/lib/python{IMAGE_PYTHON_VERSION}/dist-pack
 _GLIBC_MINORS = range(17, 37)
 
 
-def pinned_packages() -> dict[str, str]:
-    """``{distribution name: version}`` pinned in ``requirements.txt`` (names lower-cased)."""
-    out = {}
-    for line in REQUIREMENTS.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            out[name.strip().lower()] = version.split()[0].rstrip("\\").strip()
-    return out
-
-
 def packages_dockerfile_lines() -> str:
     """Dockerfile lines that add the prepared ``site-packages/`` of the build context.
 

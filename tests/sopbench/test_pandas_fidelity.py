@@ -149,3 +149,11 @@ def test_a_sandbox_pandas_of_another_major_than_this_interpreter_is_noted(cells,
     env.close()
     assert any(f"tools run with pandas {image_pandas_version()} (docker runner) but this interpreter" in note
                and "has pandas 2.2.3" in note for note in info["sopbench"]["notes"]), info["sopbench"]["notes"]
+
+
+def test_the_dockerfile_installs_the_pinned_packages_like_the_offline_build():
+    image = pytest.importorskip("sopgym.sandboxes.docker.image", reason="needs the docker SDK (sopgym[docker])")
+    dockerfile = (image.HERE / "Dockerfile").read_text(encoding="utf-8")
+    assert image.packages_dockerfile_lines() in dockerfile
+    assert image.packages_dockerfile_lines() in image.offline_dockerfile("base")
+    assert "python3-pandas" not in dockerfile and "python3-pandas" not in image.RECIPE["include"]

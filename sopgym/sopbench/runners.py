@@ -1,9 +1,9 @@
 """Tool runners: where a SOP-Bench domain's own ``tools.py`` executes.
 
-* :class:`DockerToolRunner` (default): in the hardened sandbox container of
-  :mod:`sopgym.sandboxes.docker` (no network, read-only root, no capabilities, limits), with the
-  image's pinned pandas. Nothing is mounted: the domain's files (a few hundred KB) travel once, when
-  the runner's warm worker starts in its container.
+* :class:`DockerToolRunner` (default): in a hardened runner container of
+  :mod:`sopgym.sandboxes.docker` (no network, read-only root, limits), as its agent uid under its
+  supervisor, like agent code, with the image's pinned pandas. Nothing is mounted: the domain's files
+  (a few hundred KB) travel once, when the runner's warm worker starts in its container.
 * :class:`SubprocessToolRunner` (``trust_tools_code=True``): the same warm worker as a local process
   with this Python; the code runs with your rights.
 * :class:`InProcessToolRunner` (``trust_tools_code=True``): imports ``tools.py`` into this process
@@ -12,9 +12,10 @@
 The Docker and subprocess runners keep one warm worker per runner (:mod:`.tool_server`): it imports
 pandas and ``tools.py`` once, and every episode runs in a fresh fork of it with a fresh manager, so
 a live call costs milliseconds (benchmarks/sopbench_tools.py) and nothing an episode does reaches
-the next: memory dies with the fork, files under the worker's folder are put back (details in
-:mod:`.tool_server`). :meth:`ToolRunner.new_episode` ends the current episode; calls before the next
-one run in the same manager (as upstream keeps one manager across a task's calls).
+the next: memory dies with the fork, the worker's folder is put back (details in
+:mod:`.tool_server`), and in Docker the supervisor empties every other place the agent uid can write.
+:meth:`ToolRunner.new_episode` ends the current episode; calls before the next one run in the same
+manager (as upstream keeps one manager across a task's calls).
 
 pandas: SOP-Bench declares ``pandas>=2.0.0``. The sandbox image pins it (sandboxes/docker/
 requirements.txt); the unsandboxed runners use this interpreter's. Every runner checks its pandas is
@@ -175,9 +176,6 @@ class _WorkerRunner(ToolRunner):
     Any infrastructure failure drops the worker (the next call starts a fresh one) and raises.
     """
 
-    #: Where the worker empties between episodes besides its folder (the container's /dev/shm).
-    scratch_dirs: tuple[str, ...] = ()
-
     def __init__(self, domain: SopBenchDomain, *, timeout_s: float) -> None:
         super().__init__(domain)
         if timeout_s <= 0:
@@ -206,12 +204,15 @@ class _WorkerRunner(ToolRunner):
     def _expected_pandas(self) -> str | None:
         """The pandas version the worker must report (None: any inside upstream's range)."""
 
+    def _between_episodes(self) -> None:  # noqa: B027 - optional hook: the Docker runner cleans
+        """After an episode process ended (raise SandboxError when the next one cannot start clean)."""
+
     # -- protocol ------------------------------------------------------------------------------
     def _start(self) -> None:
         self._spawn()
         self.num_workers_started += 1
         ready = self._exchange({"domain": self.domain.path.name, "files": domain_files(self.domain),
-                                "tool_names": self.tool_names, "scratch_dirs": list(self.scratch_dirs)})
+                                "tool_names": self.tool_names})
         if not ready.get("ready"):
             raise SandboxError(f"loading tools.py of {self.domain.name} failed: {ready.get('error')}")
         where = f"the tools worker of {self.domain.name} ({type(self).__name__})"
@@ -256,6 +257,7 @@ class _WorkerRunner(ToolRunner):
             if not ended.get("ended") or ended.get("exit_code") != 0:
                 raise SandboxError(f"ending an episode of {self.domain.name}: the worker answered {ended!r}")
             self._in_episode = False
+            self._between_episodes()
         except SandboxError as exc:  # a fresh worker is a fresh episode too
             log.warning("tools worker of %s replaced: %s", self.domain.name, exc)
             self._drop()
@@ -358,24 +360,24 @@ def _tools_pool(image: str | None, policy: Any):
     if not image_exists(image, client):
         raise ImageMissing(f"sandbox image {image} is not built on this daemon (expected the tag for this code's "
                            "content hash); run `sopgym sandbox build` or `bash scripts/docker_setup.sh`")
-    return shared_pool(client, None, image, policy or ContainerHardening(), "sopbench")
+    return shared_pool(client, None, image, policy or ContainerHardening(), "runner")
 
 
 class DockerToolRunner(_WorkerRunner):
     """The warm worker inside a sandbox container (default). Needs the docker SDK, a daemon and the image.
 
-    The runner holds one container of the ``sopbench`` pool while it lives; the container's server
-    keeps the worker as a child (``worker_*`` ops of sandboxes/docker/server.py) and enforces each
-    request's deadline; the host kills the container if the server itself does not answer in time.
+    The runner holds one runner container while it lives; the container's supervisor starts the
+    worker as the agent uid (``worker_*`` ops of sandboxes/docker/server.py), enforces each
+    request's deadline and, between episodes, empties every place the agent uid can write; the host
+    kills the container if the server itself does not answer in time. A container that cannot be
+    left clean (``tainted``) is replaced.
 
     Args:
         timeout_s: deadline of one request (the first one imports pandas and tools.py).
-        pool: a :class:`sopgym.sandboxes.docker.ContainerPool` (default: the process-wide
-            ``sopbench`` pool of the current image, fully hardened).
+        pool: a runner-role :class:`sopgym.sandboxes.docker.ContainerPool` (default: the
+            process-wide runner pool of the current image, fully hardened).
         grace_s: the server must answer within ``timeout_s + grace_s``.
     """
-
-    scratch_dirs = ("/dev/shm",)
 
     def __init__(self, domain: SopBenchDomain, *, timeout_s: float = 60.0, pool: Any = None,
                  grace_s: float = 5.0) -> None:
@@ -384,6 +386,8 @@ class DockerToolRunner(_WorkerRunner):
             self.pool = pool if pool is not None else _tools_pool(None, None)
         except ImportError as exc:
             raise SandboxError(f"the Docker tool runner needs the docker SDK: pip install 'sopgym[docker]' ({exc})") from exc
+        if self.pool.role != "runner":
+            raise ValueError(f"the tools worker runs third-party code: expected a pool of role 'runner', got {self.pool.role!r}")
         self.grace_s = grace_s
         self._box = None
         self._code = _SERVER.read_text(encoding="utf-8") + "\nsys.exit(worker_main())\n"
@@ -410,14 +414,25 @@ class DockerToolRunner(_WorkerRunner):
         return response
 
     def _spawn(self) -> None:
-        if self._box is None or self._box.broken:
+        for _ in range(2):  # a container that cannot be cleaned is replaced once
+            if self._box is None or self._box.broken:
+                self._release(discard=True)
+                self._box = self.pool.acquire()
+            if not self._request("worker_start", code=self._code)["tainted"]:
+                return
             self._release(discard=True)
-            self._box = self.pool.acquire()
-        self._request("worker_start", code=self._code)
+        raise SandboxError(f"no clean sandbox container for the tools of {self.domain.name}: two were tainted")
+
+    def _between_episodes(self) -> None:
+        cleaned = self._request("worker_clean")
+        if cleaned["tainted"]:
+            raise SandboxError(f"the sandbox of {self.domain.name} could not be emptied between episodes: {cleaned['left']}")
 
     def _exchange(self, message):
         response = self._request("worker_call", line=json.dumps(message), timeout=self.timeout_s, cap=MAX_ANSWER_BYTES)
         line = response["line"]
+        if response.get("tainted"):
+            self._box.broken = True  # the worker is gone and the container could not be emptied
         if response["timed_out"]:
             raise SandboxTimeout(f"tools of {self.domain.name} did not answer within {self.timeout_s} s in the sandbox")
         if response["truncated"]:
@@ -436,7 +451,8 @@ class DockerToolRunner(_WorkerRunner):
             self._release(discard=True)
             return
         try:
-            self._request("worker_stop")
+            if self._request("worker_stop")["tainted"]:
+                self._release(discard=True)
         except SandboxError:
             self._release(discard=True)
 

@@ -16,28 +16,29 @@ is one process per domain and runner that keeps pandas and ``tools.py`` imported
 episode in a fork of itself, so a live call costs a line over a pipe instead of a process start
 and pandas' import. JSON lines in, one marked JSON line out per request:
 
-1. ``{"domain", "files", "tool_names", "scratch_dirs"}``: the domain's files (base64) are written to
+1. ``{"domain", "files", "tool_names"}``: the domain's files (base64) are written to
    ``<working dir>/<domain>``, which becomes the working directory (the starting working directory
-   must be the worker's own: it is emptied after every episode); pandas and ``tools.py`` are
+   must be the worker's own: it is emptied before every episode); pandas and ``tools.py`` are
    imported -> ``{"ready": true, "pandas": <version>, "python": <version>}`` or
    ``{"ready": false, "error"}``.
-2. ``{"op": "begin"}``: fork an episode process, which instantiates the manager ->
-   ``{"ready": true}`` (or ``{"ready": false, "error"}``, after which it exits).
+2. ``{"op": "begin"}``: the worker puts its folder back as shipped, then forks an episode process,
+   which instantiates the manager -> ``{"ready": true}`` (or ``{"ready": false, "error"}``, after
+   which it exits).
 3. ``{"op": "call", "name", "args"}`` (answered by the episode process) -> ``{"kind", "text", "exc_type"}``.
-4. ``{"op": "end"}``: the episode process exits; the worker restores its files ->
-   ``{"ended": true, "exit_code": 0}``. If the episode process dies during a call (a tool called
-   ``sys.exit``, crashed, or was killed), this ``ended`` line with its exit code is what the host
-   reads instead of the call's answer.
+4. ``{"op": "end"}``: the episode process exits -> ``{"ended": true, "exit_code": 0}``. If the
+   episode process dies during a call (a tool called ``sys.exit``, crashed, or was killed), this
+   ``ended`` line with its exit code is what the host reads instead of the call's answer.
 
 Hermetic episodes: everything an episode does in memory (the manager, module globals, caches,
-pandas options, random state) lives in its forked process and dies with it; after it exits the
-worker puts its working directory back exactly as shipped (files written, changed, replaced or
-deleted under it, and anything in ``scratch_dirs`` such as the container's ``/dev/shm``). Random
-generators are reseeded in each episode process, as in a fresh process: Python's ``random`` by
-itself at fork, numpy's global generator here. What survives an episode: only what the tools write
-outside the working directory and ``scratch_dirs`` (nothing else is writable in the Docker sandbox;
-the unsandboxed subprocess runner cannot stop it), and the import-time state of ``tools.py``, which
-every episode receives identical (as every upstream run does).
+pandas options, random state) lives in its forked process and dies with it; before each episode the
+worker puts its working root back exactly as shipped: only ``<domain>/`` with the shipped files
+(files written, changed, replaced or deleted, folders made read-only, anything beside the domain
+folder: all undone). Random generators are reseeded in each episode process, as in a fresh process:
+Python's ``random`` by itself at fork, numpy's global generator here. What the worker does not undo:
+writes outside its working root. In the Docker sandbox the only other writable places (``/dev/shm``,
+``/dev/mqueue``, System V IPC) are emptied between episodes by the container's supervisor
+(``worker_clean``); the unsandboxed subprocess runner cannot stop them. Every episode also receives
+the import-time state of ``tools.py``, identical each time (as every upstream run does).
 
 Whatever a tool prints goes to stderr (file descriptor 1 itself is pointed at stderr, so output of
 C code and child processes too), so it can never be mistaken for a result.
@@ -164,13 +165,12 @@ def _signature(path):
 
 
 class _Folder:
-    """The worker's working root: exactly ``<root>/<domain>/<shipped files>`` after every episode."""
+    """The worker's working root: exactly ``<root>/<domain>/<shipped files>`` at every episode's start."""
 
-    def __init__(self, root, domain, files, scratch_dirs):
+    def __init__(self, root, domain, files):
         self.root = root
         self.domain_dir = os.path.join(root, domain)
         self.files = files
-        self.scratch_dirs = [d for d in scratch_dirs if os.path.isdir(d)]
         self.signatures = {}
         _remove(self.domain_dir)
         os.mkdir(self.domain_dir, 0o755)
@@ -185,7 +185,7 @@ class _Folder:
         self.signatures[name] = _signature(path)
 
     def restore(self):
-        """Undo whatever the last episode did under the root (and in the scratch folders)."""
+        """Undo whatever the last episode (or a cleaner outside) did under the root."""
         for entry in os.listdir(self.root):
             if os.path.join(self.root, entry) != self.domain_dir:
                 _remove(os.path.join(self.root, entry))
@@ -206,9 +206,6 @@ class _Folder:
             if not unchanged:
                 _remove(path)
                 self._write(name)
-        for scratch in self.scratch_dirs:
-            for entry in os.listdir(scratch):
-                _remove(os.path.join(scratch, entry))
 
 
 def _episode(reader, out, cls, tool_names):
@@ -270,7 +267,7 @@ def worker_main():
     tool_names = init["tool_names"]
     try:
         files = {name: base64.b64decode(data) for name, data in init["files"].items()}
-        folder = _Folder(os.getcwd(), init["domain"], files, init.get("scratch_dirs") or [])
+        folder = _Folder(os.getcwd(), init["domain"], files)
         os.chdir(folder.domain_dir)
         import pandas
 
@@ -289,14 +286,18 @@ def worker_main():
         if req.get("op") != "begin":
             _emit(out, {"error": f"expected op 'begin' between episodes, got {req.get('op')!r}"})
             continue
+        try:
+            folder.restore()
+            os.chdir(folder.domain_dir)  # it may have been removed and remade since the last episode
+        except OSError as exc:
+            _emit(out, {"ready": False, "error": f"restoring the domain folder failed: {type(exc).__name__}: {exc}"})
+            return 1
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
             _episode(reader, out, cls, tool_names)  # never returns
         _, status = os.waitpid(pid, 0)
-        folder.restore()
-        os.chdir(folder.domain_dir)  # the episode may have removed and the restore remade it
         _emit(out, {"ended": True, "exit_code": os.waitstatus_to_exitcode(status)})
 
 

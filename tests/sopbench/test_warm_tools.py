@@ -77,6 +77,14 @@ def test_the_dev_shm_of_the_sandbox_is_emptied_between_episodes(docker_runner, n
     assert value(runner.call("read_notes", {}))["shm_note"] is False
 
 
+def test_sandboxed_tools_run_as_the_agent_uid_not_the_servers(docker_runner, notebook):
+    from sopgym.sandboxes.docker import ContainerHardening
+
+    policy = ContainerHardening()
+    uid, euid = value(docker_runner(notebook).call("user_ids", {}))
+    assert uid == euid == int(policy.agent_user.split(":")[0]) != int(policy.user.split(":")[0])
+
+
 def test_the_worker_stays_warm_and_each_episode_is_a_new_process(runner_factory, notebook):
     runner = runner_factory(notebook)
     pids = []

@@ -22,7 +22,7 @@ class NotebookManager:
         self.notes = []
 
     def process_tool_call(self, tool_name, parameters):
-        if tool_name in ("write_note", "read_notes", "write_shm", "process_ids", "draw", "sleep", "crash"):
+        if tool_name in ("write_note", "read_notes", "write_shm", "process_ids", "user_ids", "draw", "sleep", "crash"):
             return getattr(self, tool_name)(**parameters)
         raise ValueError(f"Unknown tool: {tool_name}")
 
@@ -66,6 +66,9 @@ class NotebookManager:
 
     def process_ids(self):
         return [os.getpid(), os.getppid()]
+
+    def user_ids(self):
+        return [os.getuid(), os.geteuid()]
 
     def draw(self):
         return [random.random(), float(np.random.random())]

@@ -283,13 +283,52 @@ class SOPEnv(gym.Env):
 
     # -- internals -----------------------------------------------------------------------------
     def _pick_task(self, options: Mapping[str, Any]) -> Task:
+        """The task ``reset`` poses: ``task_id`` (``<domain>/<split>/<index>``), else ``task_index``
+        of ``split``, else a seeded draw from ``split``. Every malformed option is a ``ValueError``
+        naming the expected form (never a bare unpacking or ``int()`` error)."""
+        name = self.pack.name
+        sizes = {s: self.pack.split_sizes[s] for s in SPLITS}
+        posable = [s for s in SPLITS if sizes[s] != 0]
+
+        def index_range(split: str) -> str:
+            return "an int >= 0" if sizes[split] is None else f"an int in [0, {sizes[split]})"
+
         if "task_id" in options:
-            return self.pack.task_from_id(str(options["task_id"]))
+            task_id = options["task_id"]
+            form = f"'{name}/<split>/<index>' with <split> one of {posable} (e.g. '{name}/{posable[0]}/0')"
+            if "task_index" in options:
+                raise ValueError(f"pass either task_id or task_index, not both; got task_id={task_id!r} and "
+                                 f"task_index={options['task_index']!r}")
+            parts = task_id.rsplit("/", 2) if isinstance(task_id, str) else []
+            if len(parts) != 3 or not parts[2].isdigit():
+                raise ValueError(f"task_id must be {form}, got {task_id!r}")
+            domain, split, index = parts[0], parts[1], int(parts[2])
+            if domain != name:
+                raise ValueError(f"task_id {task_id!r} names domain {domain!r}; this env poses {name!r} tasks: {form}")
+            if split not in SPLITS or sizes[split] == 0:
+                raise ValueError(f"task_id {task_id!r} names split {split!r}; expected {form}")
+            if "split" in options and options["split"] != split:
+                raise ValueError(f"task_id {task_id!r} is in split {split!r} but options['split'] is "
+                                 f"{options['split']!r}; pass a matching split or none")
+            if sizes[split] is not None and index >= sizes[split]:
+                raise ValueError(f"task_id {task_id!r}: index of split {split!r} must be {index_range(split)}, got {index}")
+            return self.pack.task(split, index)
         split = options.get("split", self.split)
-        size = self.pack.num_tasks(split)
+        if split not in SPLITS:
+            raise ValueError(f"options['split'] must be one of {list(SPLITS)}, got {split!r}")
+        if sizes[split] == 0:
+            raise ValueError(f"split {split!r} of {self.pack.key} has no tasks; splits with tasks: {posable}")
         if "task_index" in options:
-            return self.pack.task(split, int(options["task_index"]))
-        high = size if size is not None else 2**31 - 1
+            index = options["task_index"]
+            # Integers and numpy integers have __index__; bool is an int subclass but never an index.
+            if isinstance(index, bool) or not hasattr(type(index), "__index__"):
+                raise ValueError(f"options['task_index'] must be {index_range(split)} (split {split!r}), "
+                                 f"got {index!r} of type {type(index).__name__}")
+            index = index.__index__()
+            if index < 0 or (sizes[split] is not None and index >= sizes[split]):
+                raise ValueError(f"options['task_index'] must be {index_range(split)} (split {split!r}), got {index}")
+            return self.pack.task(split, index)
+        high = sizes[split] if sizes[split] is not None else 2**31 - 1
         return self.pack.task(split, int(self.np_random.integers(0, high)))
 
     def _make_toolbox(self) -> ToolBox:

@@ -1,9 +1,10 @@
 """Building the sandbox image: offline (debootstrap + ``docker import``) or from the Dockerfile.
 
-The image is a minimal Debian bookworm with python3 (plus python3-pandas and python3-dateutil for
-third-party SOP-Bench tools) and our tool server at ``/opt/sopgym/server.py``. Its tag is a content
-hash, ``sopgym-sandbox:<hash>``, over the server source, the Dockerfiles and the root filesystem
-recipe, so :func:`image_tag` always names the image the installed code needs and
+The image is a minimal Debian bookworm with python3, the pinned Python packages of
+``requirements.txt`` (pandas and its dependencies, for third-party SOP-Bench tools; see
+:func:`python_packages`) and our tool server at ``/opt/sopgym/server.py``. Its tag is a content
+hash, ``sopgym-sandbox:<hash>``, over the server source, the Dockerfiles, the pinned packages and
+the root filesystem recipe, so :func:`image_tag` always names the image the installed code needs and
 :func:`build_image` rebuilds only when that hash changes.
 
 Offline path (no image registry; needs root, ``debootstrap`` and a Debian package mirror):
@@ -12,7 +13,8 @@ Offline path (no image registry; needs root, ``debootstrap`` and a Debian packag
    tarred to ``$SOPGYM_CACHE/rootfs-<recipe hash>.tar`` (default ``/var/cache/sopgym``); a re-run
    reuses the tarball;
 2. ``docker import`` of the tarball as ``sopgym-sandbox-base:<recipe hash>``;
-3. a one-``COPY`` build (``Dockerfile.offline``, network disabled) adds the server.
+3. a build with the network disabled (``Dockerfile.offline``) adds the pinned packages (wheels
+   fetched with ``pip download`` on the host, from PyPI, hash-checked) and the server.
 
 With a registry: ``build_image(method="dockerfile")`` builds ``Dockerfile`` (FROM debian:bookworm-slim).
 
@@ -26,6 +28,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -47,7 +50,7 @@ SERVER_PATH_IN_IMAGE = "/opt/sopgym/server.py"
 RECIPE = {
     "suite": "bookworm",
     "variant": "minbase",
-    "include": ["python3", "python3-pandas", "python3-dateutil"],
+    "include": ["python3"],
 }
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -71,7 +74,8 @@ def recipe_hash() -> str:
 def offline_dockerfile(base: str) -> str:
     return (
         f"FROM {base}\n"
-        f"COPY server.py {SERVER_PATH_IN_IMAGE}\n"
+        + packages_dockerfile_lines()
+        + f"COPY server.py {SERVER_PATH_IN_IMAGE}\n"
         'LABEL org.sopgym.image="sandbox"\n'
         "USER 65534:65534\n"
         'CMD ["python3", "-u", "/opt/sopgym/server.py", "--container"]\n'
@@ -85,6 +89,7 @@ def content_hash() -> str:
         (HERE / "server.py").read_bytes(),
         (HERE / "Dockerfile").read_bytes(),
         offline_dockerfile("BASE").encode(),
+        REQUIREMENTS.read_bytes(),
     )
 
 
@@ -158,6 +163,77 @@ def _slim(root: Path) -> None:
                     child.unlink(missing_ok=True)
 
 
+# -- the pinned Python packages (pandas for SOP-Bench tools) ----------------------------------------
+#: The pins (``name==version`` with wheel hashes). Changing it changes the image tag.
+REQUIREMENTS = HERE / "requirements.txt"
+#: The image's Python (Debian bookworm's python3) as pip's target interpreter.
+IMAGE_PYTHON_VERSION = "3.11"
+IMAGE_PYTHON_ABI = "cp311"
+#: bookworm's python3.11 searches this folder before Debian's own /usr/lib/python3/dist-packages.
+SITE_PACKAGES_IN_IMAGE = f"/usr/local/lib/python{IMAGE_PYTHON_VERSION}/dist-packages"
+#: bookworm's glibc is 2.36: every manylinux_2_x wheel up to it runs there.
+_GLIBC_MINORS = range(17, 37)
+
+
+def packages_dockerfile_lines() -> str:
+    """Dockerfile lines that add the prepared ``site-packages/`` of the build context.
+
+    The ``.pyc`` files are compiled in the image by its own interpreter (``unchecked-hash``: no
+    timestamps, so identical sources give identical files); the root filesystem is read-only at
+    run time, so without them every import of pandas would recompile it.
+    """
+    return (
+        f"COPY site-packages/ {SITE_PACKAGES_IN_IMAGE}/\n"
+        f"RUN python3 -m compileall -q -j 0 --invalidation-mode unchecked-hash {SITE_PACKAGES_IN_IMAGE}\n"
+    )
+
+
+def _wheel_arch() -> str:
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    if arch not in ("x86_64", "aarch64"):
+        raise SandboxUnavailable(f"the sandbox image's pinned wheels exist for x86_64 and aarch64, not {machine!r}")
+    return arch
+
+
+def _pip(*args: str) -> None:
+    cmd = [sys.executable, "-m", "pip", *args]
+    log.info("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SandboxUnavailable(
+            f"pip failed with exit {proc.returncode} preparing the image's Python packages "
+            f"(needs pip in {sys.executable} and PyPI): {(proc.stderr or proc.stdout)[-2000:]}"
+        )
+
+
+def python_packages(dest: Path) -> Path:
+    """Install the pinned wheels of ``requirements.txt`` for the image's Python into ``dest``.
+
+    Deterministic: exact versions, every wheel's sha256 checked (``--require-hashes``), no
+    dependency resolution (``--no-deps``: the file lists the whole closure), binary wheels only. The
+    wheels are downloaded once per pin file and architecture into ``$SOPGYM_CACHE/wheels-<hash>-<arch>``.
+
+    Raises:
+        SandboxUnavailable: pip is missing, PyPI is unreachable, or a hash does not match.
+    """
+    arch = _wheel_arch()
+    platforms = [arg for minor in _GLIBC_MINORS for arg in ("--platform", f"manylinux_2_{minor}_{arch}")]
+    target = ["--only-binary=:all:", *platforms, "--python-version", IMAGE_PYTHON_VERSION,
+              "--implementation", "cp", "--abi", IMAGE_PYTHON_ABI, "--no-deps", "--require-hashes",
+              "-r", str(REQUIREMENTS)]
+    digest = _sha(REQUIREMENTS.read_bytes())
+    wheels = cache_dir() / f"wheels-{digest}-{arch}"
+    if not (wheels / ".complete").is_file():
+        wheels.mkdir(parents=True, exist_ok=True)
+        _pip("download", "--disable-pip-version-check", "-q", "-d", str(wheels), *target)
+        (wheels / ".complete").write_text("\n".join(sorted(p.name for p in wheels.glob("*.whl"))) + "\n")
+    _pip("install", "--disable-pip-version-check", "-q", "--no-index", "--find-links", str(wheels),
+         "--no-compile", "--target", str(dest), *target)
+    shutil.rmtree(dest / "bin", ignore_errors=True)  # console scripts of the host's layout: unused
+    return dest
+
+
 def build_image(*, force: bool = False, method: str = "offline", mirror: str = DEFAULT_MIRROR, client=None) -> str:
     """Build the sandbox image unless an image with the current content hash exists.
 
@@ -184,6 +260,7 @@ def build_image(*, force: bool = False, method: str = "offline", mirror: str = D
     repo, version = tag.split(":")
     with tempfile.TemporaryDirectory(prefix="sopgym-image-") as ctx:
         shutil.copy(HERE / "server.py", Path(ctx) / "server.py")
+        python_packages(Path(ctx) / "site-packages")
         if method == "offline":
             base = f"{BASE_REPO}:{recipe_hash()}"
             if force or not image_exists(base, client):

@@ -12,6 +12,10 @@ Requests (``op``):
 * ``run_python`` ``{code, stdin, timeout, cap}`` run agent code in a child process, hard deadline
 * ``run_sql`` ``{sha, state, query, timeout, cap}`` a read-only query on a fresh database, in a child
 * ``echo``    ``{payload}``                   benchmark floor: answers with the payload
+* ``worker_start`` ``{code}``                 start a persistent child (``python3 -I -c code``), see :class:`Worker`
+* ``worker_call`` ``{line, timeout, cap}``    one line to the worker, its next output line back, hard deadline
+* ``worker_clean``                            empty the agent's writable places, the worker kept (between episodes)
+* ``worker_stop``                             stop the worker, then sweep and clean as after a run
 
 Process layout. A *stateful* container runs this server as its main process (under the container's
 init), as the unprivileged server uid, with no capabilities; no agent code ever runs there. A
@@ -258,15 +262,148 @@ def encode(text):
     return text.encode("utf-8", "surrogatepass")
 
 
+# -- a persistent child: the warm worker ------------------------------------------------------------
+WORKER_OPS = ("worker_start", "worker_call", "worker_clean", "worker_stop")
+
+
+class Worker:
+    """A persistent child speaking lines on stdin/stdout (the ``worker_*`` ops).
+
+    It holds a warm third-party tools process (SOP-Bench's ``tools.py`` with pandas imported; see
+    sopgym/sopbench/tool_server.py), so a call costs a line over a pipe, not a process start. In a
+    runner container the supervisor starts it as the agent uid, like a run's child, and
+    ``worker_clean`` empties the agent's writable places between episodes while it idles.
+
+    What it protects against: a worker that does not answer by the deadline, or whose line exceeds
+    ``cap`` bytes, is killed (``kill``: in a container every process of the agent uid); its stderr
+    is drained while it works (the last 8 KiB kept), so it can never block on it. What it does not:
+    between calls the worker idles untimed (it holds no deadline until the next ``worker_call``).
+    """
+
+    STDERR_KEEP = 8192
+
+    def __init__(self, code, kill, preexec_fn=None):
+        self.kill = kill
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            start_new_session=True,
+            cwd=SCRATCH,
+            env=dict(AGENT_ENV),
+            preexec_fn=preexec_fn,
+        )
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+        self.out = bytearray()
+        self.err = bytearray()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def call(self, line, timeout, cap):
+        """Send ``line`` and wait for the worker's next output line.
+
+        Returns:
+            ``{line (None when there is none), timed_out, truncated, exit_code[, stderr]}``; without
+            a line the worker has been stopped.
+        """
+        deadline = time.monotonic() + float(timeout)
+        pending = (line + "\n").encode("utf-8")
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        sel.register(self.proc.stderr, selectors.EVENT_READ)
+        sel.register(self.proc.stdin, selectors.EVENT_WRITE)
+        # A worker that dies while we write must give EPIPE, not kill this process.
+        previous = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        try:
+            while True:
+                nl = self.out.find(b"\n")
+                if nl >= 0:
+                    text = self.out[:nl].decode("utf-8", "replace")
+                    del self.out[: nl + 1]
+                    return self._answer(text)
+                if len(self.out) > cap:
+                    self.stop()
+                    return self._answer(None, truncated=True)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.stop()
+                    return self._answer(None, timed_out=True)
+                for key, _ in sel.select(timeout=remaining):
+                    if key.fileobj is self.proc.stdin:
+                        try:
+                            pending = pending[os.write(key.fd, pending[:65536]):]
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # the worker is gone; its stdout's EOF says so
+                            pending = b""
+                        if not pending:
+                            sel.unregister(key.fileobj)
+                        continue
+                    data = os.read(key.fd, 65536)
+                    if key.fileobj is self.proc.stderr:
+                        self.err += data
+                        del self.err[: -self.STDERR_KEEP]
+                        if not data:
+                            sel.unregister(key.fileobj)
+                    elif not data:  # stdout closed: the worker exited
+                        code = self.proc.wait()
+                        self.stop()
+                        return self._answer(None, exit_code=code)
+                    else:
+                        self.out += data
+        finally:
+            sel.close()
+            signal.signal(signal.SIGPIPE, previous)
+
+    def _answer(self, line, *, timed_out=False, truncated=False, exit_code=None):
+        body = {"line": line, "timed_out": timed_out, "truncated": truncated, "exit_code": exit_code}
+        if line is None:
+            body["stderr"] = self.err.decode("utf-8", "replace")
+        return body
+
+    def stop(self):
+        """Kill the worker and everything it started. Safe to call twice."""
+        if self.proc.returncode is None:
+            self.kill(self.proc)
+            self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            stream.close()
+
+
 class LocalRunner:
     """Runs children as this process's user (``python3 server.py`` outside a container)."""
 
     agent_uid = None
 
+    def __init__(self):
+        self.worker = None
+
     def run(self, kind, data, stdin, timeout, cap):
         env = dict(AGENT_ENV)
         code, stdin_bytes = (encode(data), encode(stdin)) if kind == "python" else (None, encode(data))
         return run_child(child_argv(kind), stdin_bytes, timeout, cap, kill_session, env, code=code)
+
+    def worker_op(self, op, req):
+        """The ``worker_*`` ops as this process's user (no uid switch, nothing to clean here)."""
+        if op == "worker_start":
+            if self.worker is not None:
+                self.worker.stop()
+            self.worker = Worker(req["code"], kill_session)
+            return {"pid": self.worker.proc.pid, "tainted": False}
+        if op == "worker_call":
+            if self.worker is None or not self.worker.alive():
+                raise RuntimeError("worker_call without a running worker; expected worker_start first")
+            return self.worker.call(req["line"], req["timeout"], req["cap"])
+        if op == "worker_clean":
+            return {"tainted": False}
+        if self.worker is not None:  # worker_stop
+            self.worker.stop()
+            self.worker = None
+        return {"tainted": False}
 
 
 # -- the root supervisor of a runner container --------------------------------------------------------
@@ -367,6 +504,7 @@ class Supervisor:
     def __init__(self, agent_uid, agent_gid):
         self.agent_uid, self.agent_gid = agent_uid, agent_gid
         self.libc = _libc()
+        self.worker = None
 
     def _agent_preexec(self):
         # In the forked child, still root: make it the OOM killer's and the scheduler's first victim,
@@ -415,7 +553,36 @@ class Supervisor:
             time.sleep(0.002)
         return leftovers()
 
+    def worker_op(self, op, req):
+        """The ``worker_*`` ops: the worker runs as the agent uid, like a run's child; stopping it
+        sweeps and cleans as after a run; ``worker_clean`` empties the writable places while it idles."""
+        worker = self.worker
+        if op == "worker_start":
+            self._stop_worker()
+            tainted = not self.sweep() or bool(self.clean())
+            self.worker = Worker(req["code"], self.sweep, preexec_fn=self._agent_preexec)
+            return {"pid": self.worker.proc.pid, "tainted": tainted}
+        if op == "worker_call":
+            if worker is None or not worker.alive():
+                raise RuntimeError("worker_call without a running worker; expected worker_start first")
+            result = worker.call(req["line"], req["timeout"], req["cap"])
+            if result["line"] is None:  # the worker was stopped: leave nothing of it
+                self.worker = None
+                result["tainted"] = not self.sweep() or bool(self.clean())
+            return result
+        if op == "worker_clean":
+            left = self.clean()
+            return {"tainted": bool(left), "left": left[:5]}
+        self._stop_worker()  # worker_stop
+        return {"tainted": not self.sweep() or bool(self.clean())}
+
+    def _stop_worker(self):
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            worker.stop()
+
     def run(self, req):
+        self._stop_worker()  # a run never shares the container with a warm worker
         # Defensive: the previous run ended clean, but a run must never start on anything left.
         tainted = not self.sweep() or bool(self.clean())
         kind = req["kind"]
@@ -433,7 +600,8 @@ class Supervisor:
         reader = sock.makefile("rb")
         for line in reader:
             try:
-                body = self.run(json.loads(line))
+                req = json.loads(line)
+                body = self.worker_op(req["kind"], req) if req["kind"] in WORKER_OPS else self.run(req)
             except Exception as exc:  # reported to the server, which reports it to the host
                 body = {"error": f"{type(exc).__name__}: {exc}"}
             sock.sendall(json.dumps(body).encode() + b"\n")
@@ -448,7 +616,12 @@ class SupervisorClient:
         self.agent_uid = agent_uid
 
     def run(self, kind, data, stdin, timeout, cap):
-        request = {"kind": kind, "data": data, "stdin": stdin, "timeout": timeout, "cap": cap}
+        return self._ask({"kind": kind, "data": data, "stdin": stdin, "timeout": timeout, "cap": cap})
+
+    def worker_op(self, op, req):
+        return self._ask({"kind": op, **{k: req[k] for k in ("code", "line", "timeout", "cap") if k in req}})
+
+    def _ask(self, request):
         self.sock.sendall(json.dumps(request).encode() + b"\n")
         line = self.reader.readline()
         if not line:
@@ -506,6 +679,10 @@ class Server:
 
     def handle(self, req):
         op = req.get("op")
+        if op in WORKER_OPS:
+            if self.runner is None:
+                raise ValueError(f"{op}: this is a stateful container, it runs no third-party code; expected a runner container")
+            return self.runner.worker_op(op, req)
         if op == "hello":
             agent_uid = self.runner.agent_uid if self.runner is not None else None
             return {"pid": os.getpid(), "python": sys.version.split()[0], "protocol": PROTOCOL, "uid": os.getuid(),

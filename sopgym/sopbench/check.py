@@ -55,11 +55,12 @@ def record_groundtruth(domain: SopBenchDomain, runner_factory: Callable[[], Any]
     runner = runner_factory()
     try:
         plan = run_plan(domain, runner, indices)
+        pandas_version = runner.pandas_version
     finally:
         runner.close()
     calls = [(name, args) for steps in plan.values() for name, args, _ in steps]
     primary = [resp for steps in plan.values() for _, _, resp in steps]
-    rec = record_calls(domain, runner_factory, calls, repeats=repeats, primary=primary)
+    rec = record_calls(domain, runner_factory, calls, repeats=repeats, primary=primary, pandas_version=pandas_version)
     return rec, plan
 
 

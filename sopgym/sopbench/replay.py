@@ -2,9 +2,12 @@
 
 A recording belongs to one domain. It maps ``tool name -> canonical arguments -> response`` (the
 response is the runner's ``{"kind", "text", "exc_type"}``; ``text`` is exactly what the agent
-sees) and stores the domain's :attr:`~.loader.SopBenchDomain.content_hash`. Loading it against a
-checkout whose hash differs is *drift*: the SOP, toolspecs, CSV or tools.py changed since it was
-recorded, so its answers may no longer be upstream's.
+sees), the domain's :attr:`~.loader.SopBenchDomain.content_hash` and the pandas version the tools
+ran with. Loading it against a checkout whose hash differs is *drift*: the SOP, toolspecs, CSV or
+tools.py changed since it was recorded, so its answers may no longer be upstream's. So is a tools
+runner that now uses another pandas (the same ``tools.py`` reads the same CSV differently across
+pandas versions: a cell ``None`` is the string "None" before pandas 2, a missing value since). A
+recording of format 1 (before sopgym stored the pandas version) drifts against every runner.
 
 Recording runs every argument set twice, in two separate tool processes; when the two texts differ
 the entry is flagged ``nondeterministic`` (both texts kept) and replay serves the first.
@@ -25,7 +28,9 @@ from .loader import SopBenchDomain
 
 __all__ = ["Recording", "RecordingDrift", "record_calls", "default_recordings_dir", "recording_path"]
 
-FORMAT = 1
+FORMAT = 2
+#: Formats this code reads (1: no pandas version stored).
+_READABLE = (1, 2)
 
 
 class RecordingDrift(ValueError):
@@ -51,11 +56,13 @@ class Recording:
         content_hash: the domain's content hash when recorded.
         tools: ``{tool: {canonical args: response}}``; a response may carry
             ``"nondeterministic": True`` and ``"alternatives": [text, ...]``.
+        pandas_version: the pandas the tools ran with (None: unknown, a format-1 recording).
     """
 
     domain: str
     content_hash: str
     tools: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    pandas_version: str | None = None
 
     def get(self, name: str, args: Any) -> dict[str, Any] | None:
         return self.tools.get(name, {}).get(canonical_args(args))
@@ -75,8 +82,9 @@ class Recording:
                 out[tool] = n
         return out
 
-    def check_drift(self, domain: SopBenchDomain) -> str | None:
-        """Why this recording does not match ``domain`` (None when it does)."""
+    def check_drift(self, domain: SopBenchDomain, pandas_version: str | None = None) -> str | None:
+        """Why this recording does not match ``domain`` and a tools runner using ``pandas_version``
+        (None when it does; ``pandas_version=None`` checks the domain's content only)."""
         if self.domain != domain.name:
             return f"recording is of domain {self.domain!r}, not {domain.name!r}"
         if self.content_hash != domain.content_hash:
@@ -84,11 +92,18 @@ class Recording:
                 f"sopbench/{domain.name} changed since it was recorded (content hash {self.content_hash[:12]} recorded, "
                 f"{domain.content_hash[:12]} now): re-run `sopgym sopbench record`"
             )
+        if pandas_version is not None and self.pandas_version != pandas_version:
+            recorded = self.pandas_version or "of unknown version (recorded before sopgym stored it)"
+            return (
+                f"sopbench/{domain.name} was recorded with pandas {recorded}; its tools runner now uses pandas "
+                f"{pandas_version}: re-run `sopgym sopbench record`"
+            )
         return None
 
     # -- files -------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "domain": self.domain, "content_hash": self.content_hash, "tools": self.tools}
+        return {"format": FORMAT, "domain": self.domain, "content_hash": self.content_hash,
+                "pandas_version": self.pandas_version, "tools": self.tools}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -101,15 +116,18 @@ class Recording:
     @classmethod
     def load(cls, path: str | Path) -> Recording:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("format") != FORMAT:
-            raise ValueError(f"{path}: recording format {data.get('format')!r}, expected {FORMAT}")
-        return cls(domain=data["domain"], content_hash=data["content_hash"], tools=data["tools"])
+        if data.get("format") not in _READABLE:
+            raise ValueError(f"{path}: recording format {data.get('format')!r}, expected one of {_READABLE}")
+        return cls(domain=data["domain"], content_hash=data["content_hash"], tools=data["tools"],
+                   pandas_version=data.get("pandas_version"))
 
     @classmethod
-    def load_for(cls, domain: SopBenchDomain, path: str | Path, *, allow_drift: bool = False) -> Recording:
-        """Load and check against ``domain``. Raises RecordingDrift unless ``allow_drift``."""
+    def load_for(cls, domain: SopBenchDomain, path: str | Path, *, allow_drift: bool = False,
+                 pandas_version: str | None = None) -> Recording:
+        """Load and check against ``domain`` (and ``pandas_version``, when given). Raises
+        RecordingDrift unless ``allow_drift``."""
         rec = cls.load(path)
-        why = rec.check_drift(domain)
+        why = rec.check_drift(domain, pandas_version)
         if why and not allow_drift:
             raise RecordingDrift(why)
         return rec
@@ -127,19 +145,26 @@ def _unique(calls: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
 
 def record_calls(domain: SopBenchDomain, runner_factory, calls: Sequence[tuple[str, Any]],
                  recording: Recording | None = None, repeats: int = 2,
-                 primary: Sequence[dict[str, Any]] | None = None) -> Recording:
+                 primary: Sequence[dict[str, Any]] | None = None, pandas_version: str | None = None) -> Recording:
     """Run each distinct call ``repeats`` times, each time in a fresh tools instance, and record it.
 
     Args:
         runner_factory: ``() -> ToolRunner``; one runner per repeat, so per-process state (a seeded
-            RNG, a counter) shows up as non-determinism too.
+            RNG, a counter, hash randomisation) shows up as non-determinism too.
         primary: responses already obtained for ``calls`` (aligned with them): they count as the
             first run and are the ones replayed, so a plan that chained a token from them replays.
             Two different texts for one argument set inside ``primary`` also flag non-determinism.
+        pandas_version: the pandas ``primary`` was obtained with (required with ``primary``).
+
+    Raises:
+        ValueError: runs (or ``recording``) disagree on the pandas version.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    rec = recording or Recording(domain.name, domain.content_hash)
+    if primary and pandas_version is None:
+        raise ValueError("primary responses need the pandas_version they were obtained with")
+    rec = recording or Recording(domain.name, domain.content_hash, pandas_version=pandas_version)
+    versions = {v for v in (rec.pandas_version, pandas_version) if v is not None}
     todo = _unique(calls)
     runs = []
     seen_texts: dict[tuple[str, str], list[str]] = {}
@@ -156,8 +181,13 @@ def record_calls(domain: SopBenchDomain, runner_factory, calls: Sequence[tuple[s
         runner = runner_factory()
         try:
             runs.append(runner.call_many(todo))
+            versions.add(runner.pandas_version)
         finally:
             runner.close()
+    if len(versions) > 1:
+        raise ValueError(f"sopbench/{domain.name}: the recorded runs used different pandas versions {sorted(map(str, versions))}; "
+                         "record with one tools runner")
+    rec.pandas_version = versions.pop() if versions else None
     for i, (name, args) in enumerate(todo):
         first = dict(runs[0][i])
         texts = [run[i]["text"] for run in runs]

@@ -8,7 +8,9 @@ budgets, reward components, the episode record); what differs:
   by default (``tools_runner="subprocess"``/``"inprocess"`` need ``trust_tools_code=True``);
 * the default split is ``test`` (the only non-empty one);
 * ``info["sopbench"]`` says how inputs were chosen (``inputs_rule``), which columns are hidden,
-  the tool mode, the prompt style and whether the recording drifted;
+  the tool mode, the prompt style, the pandas version the tools run with (``pandas_version``: the
+  sandbox image's pin for ``docker``, this interpreter's otherwise) and the recording's
+  (``recording_pandas_version``), and whether the recording drifted (a changed checkout or pandas);
 * ``prompt_style="upstream"`` reproduces upstream's prompt layout (see :mod:`.prompts`).
 """
 
@@ -26,7 +28,7 @@ from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack
 from .adapter import get_registered
 from .prompts import PROMPT_STYLES, UPSTREAM_MAX_TURNS, final_decision, upstream_user_message
 from .replay import Recording, RecordingDrift
-from .runners import RUNNERS, make_runner
+from .runners import RUNNERS, host_pandas_version, make_runner, runner_pandas_version
 from .sopbench_toolbox import TOOL_MODES, SopBenchToolBox
 
 __all__ = ["SopBenchEnv"]
@@ -66,19 +68,26 @@ class SopBenchEnv(SOPEnv):
         self.trust_tools_code = trust_tools_code
         self.tool_timeout_s = tool_timeout_s
         self.prompt_style = prompt_style
+        self.pandas_version = runner_pandas_version(tools_runner)
+        here = host_pandas_version()
+        self._pandas_notes = [] if (self.pandas_version or "").split(".")[0] == (here or "").split(".")[0] else [
+            f"tools run with pandas {self.pandas_version} ({tools_runner} runner) but this interpreter, which reads "
+            f"the task CSV, has pandas {here}: inputs and tool results may read cells differently"]
         self.recording = self._load_recording(recording, allow_drift)
 
     def _load_recording(self, path: str | None, allow_drift: bool) -> Recording | None:
         domain = self.registered.domain
         file = path or self.registered.recording_file
         self.drift: str | None = None
+        self.recording_pandas_version: str | None = None
         try:
             rec = Recording.load(file)
         except FileNotFoundError:
             if self.tool_mode == "replay":
                 raise FileNotFoundError(f"tool_mode='replay' needs a recording at {file}: run `sopgym sopbench record`") from None
             return None
-        self.drift = rec.check_drift(domain)
+        self.recording_pandas_version = rec.pandas_version
+        self.drift = rec.check_drift(domain, self.pandas_version)
         if self.drift:
             if not allow_drift:
                 if self.tool_mode == "replay":
@@ -115,8 +124,10 @@ class SopBenchEnv(SOPEnv):
             "ground_truth_columns": list(domain.output_columns),
             "tool_mode": self.tool_mode,
             "prompt_style": self.prompt_style,
+            "pandas_version": self.pandas_version,
+            "recording_pandas_version": self.recording_pandas_version,
             "recording_drift": self.drift,
-            "notes": list(domain.problems) + list(self.registered.notes),
+            "notes": list(domain.problems) + list(self.registered.notes) + self._pandas_notes,
         }
         return observation, info
 

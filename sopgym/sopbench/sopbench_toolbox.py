@@ -47,7 +47,8 @@ class SopBenchToolBox(ToolBox):
     specs: the domain's tools (display only; arguments are not schema-checked).
     tool_names: toolspecs names in file order (upstream's unknown-tool message lists them).
     recording: recorded responses (or None).
-    runner_factory: ``() -> ToolRunner``; called at the first live call only.
+    runner_factory: ``() -> ToolRunner``; called at the first live call only. The runner is kept
+        for the toolbox's life; each episode starts a fresh tools instance in it (``new_episode``).
     mode: ``auto``, ``replay`` or ``live``.
     """
 
@@ -68,6 +69,8 @@ class SopBenchToolBox(ToolBox):
     def start_episode(self, episode: SandboxEpisode) -> None:
         super().start_episode(episode)
         self.num_replayed = self.num_live = 0
+        if self._runner is not None:
+            self._runner.new_episode()  # the warm runner stays; the tools instance and its state do not
 
     def call(self, name: str, arguments: Any) -> ToolResult:
         assert self._episode is not None, "SopBenchToolBox.call before start_episode"

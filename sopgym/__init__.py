@@ -2,8 +2,12 @@
 
 ``import sopgym`` registers ``sopgym/<Domain>-v<N>`` for every authored domain, so that
 ``gymnasium.make("sopgym/WarehouseReceiving-v0")`` works; ``gymnasium.make("sopgym:sopgym/...")``
-imports this module first and needs no import.
+imports this module first and needs no import. It also registers ``sopgym/Remote-v0``, an env whose
+episodes run on a sopgym env server (``gymnasium.make("sopgym/Remote-v0", url=...)``; see
+:mod:`sopgym.integrations.remote_env`).
 """
+
+import gymnasium as _gym
 
 from sopgym.envs import SOPEnv, Status, register_envs, registered_env_ids
 
@@ -11,6 +15,10 @@ __version__ = "0.1.0"
 __all__ = ["SOPEnv", "Status", "register_envs", "registered_env_ids", "__version__"]
 
 register_envs()
+
+# A client env for envs served on other hosts (`sopgym serve`); its module and `websockets` load only on make().
+if "sopgym/Remote-v0" not in _gym.registry:
+    _gym.register(id="sopgym/Remote-v0", entry_point="sopgym.integrations.remote_env:RemoteSOPEnv")
 
 
 def _register_sopbench_from_env() -> None:

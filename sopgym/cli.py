@@ -375,6 +375,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                  "validate every authored domain and write docs/domains.md", "pip install sopgym"),
     "new-domain": LazyCommand("sopgym.authoring.scaffold", "add_new_domain_cli", "parser",
                               "scaffold a domain pack that passes validate-domain", "pip install sopgym"),
+    "serve": LazyCommand("sopgym.integrations.openenv_server", "add_serve_cli", "parser",
+                         "serve one env over OpenEnv's protocol (sessions, MCP tools, task API)", "pip install 'sopgym[server]'"),
 }
 
 

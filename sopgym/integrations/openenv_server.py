@@ -29,7 +29,7 @@ session. What a client gets:
   ``tasks`` list is a preview of its first :data:`TASK_PREVIEW`.
 
 Observations (:class:`SopgymObservation`) put what a model may see in ``text`` (the gymnasium
-observation), ``messages`` (the chat messages the reset or step added) and ``tools`` (at reset);
+observation), ``messages`` (the chat messages the reset or step added) and ``tool_schemas`` (at reset);
 ``gym_step`` holds the exact gymnasium return value for harnesses (:mod:`sopgym.integrations.protocol`)
 and includes bookkeeping a prompt must never show (``difficulty``; at the end the record with the
 expected answer). Requests the server refuses (no episode running, unknown reset keys, a bad
@@ -152,7 +152,9 @@ class _SopgymFields(BaseModel):
     text: str = Field(default="", description="the gymnasium observation: the task at reset, the tool results after a step")
     messages: list[dict[str, Any]] = Field(
         default_factory=list, description="the chat messages this reset/step added (reset: system + user)")
-    tools: list[dict[str, Any]] | None = Field(default=None, description="the tool schemas (OpenAI format), at reset")
+    # Not "tools": OpenEnv's MCP clients read an observation with a "tools" key as a tools/list answer.
+    tool_schemas: list[dict[str, Any]] | None = Field(
+        default=None, description="the tool schemas (OpenAI format, what a chat template's tools= takes), at reset")
     status: str = Field(default="OK", description="info['status'] (sopgym.status.Status)")
     status_message: str | None = Field(default=None, description="info['status_message']")
     terminated: bool = False
@@ -262,6 +264,12 @@ class ServedEnv:
                      input_schema=t["function"]["parameters"]) for t in self.tools]
 
 
+#: Every tool answers text (the tool message); FastMCP's wrapped-result schema lets MCP clients
+#: (OpenEnv's MCPToolClient included) read it as the call's ``data``.
+_TOOL_OUTPUT = {"type": "object", "properties": {"result": {"type": "string"}}, "required": ["result"],
+                "x-fastmcp-wrap-result": True}
+
+
 class _ToolProxy(FastMCPTool):
     """A FastMCP tool with sopgym's exact schema whose call is one turn of the session's episode.
     Arguments reach the env unvalidated by MCP, so bad ones come back as sopgym statuses."""
@@ -301,7 +309,7 @@ class SopgymEnvironment(MCPEnvironment):
         for schema in served.tools:
             function = schema["function"]
             tool = _ToolProxy(name=function["name"], description=function.get("description", ""),
-                              parameters=function["parameters"])
+                              parameters=function["parameters"], output_schema=_TOOL_OUTPUT)
             tool._call = self._mcp_call
             mcp.add_tool(tool)
         super().__init__(mcp)
@@ -432,7 +440,7 @@ class SopgymEnvironment(MCPEnvironment):
         self._snapshot = {"episode_id": episode_id, "step_count": 0, "task_id": info["task_id"], "split": info["split"],
                           "status": info["status"], "total_reward": 0.0}
         return SopgymObservation(
-            text=_printable(observation), messages=_printable(info["messages"]), tools=_printable(info["tools"]),
+            text=_printable(observation), messages=_printable(info["messages"]), tool_schemas=_printable(info["tools"]),
             status=info["status"], reward=None, done=False,
             gym_step=dumps_line({"observation": observation, "info": info}))
 
@@ -481,7 +489,8 @@ class SopgymEnvironment(MCPEnvironment):
         except RequestError as exc:
             return ToolResult(content=[TextContent(type="text", text=str(exc))], is_error=True)
         meta = {"status": obs.status, "reward": obs.reward, "terminated": obs.terminated, "truncated": obs.truncated}
-        return ToolResult(content=[TextContent(type="text", text=obs.result)], meta={"sopgym": meta})
+        return ToolResult(content=[TextContent(type="text", text=obs.result)], structured_content={"result": obs.result},
+                          meta={"sopgym": meta})
 
 
 def _as_sopgym_action(action: Any) -> SopgymAction:

@@ -17,8 +17,8 @@ sends it before the end), ``final_state`` is None, and ``infrastructure_error`` 
 next ``reset`` opens a new session. Nothing a reply contains can cause this: replies are data to the
 server, and every policy mistake comes back as a status.
 
-Needs the ``websockets`` package (extra ``server``), imported when the env is made; ``import sopgym``
-stays light. Actions are sent as JSON: a string or an assistant message dict arrives unchanged; other
+Needs only the ``websockets`` package (extra ``remote``; the ``server`` extra includes it), imported when
+the env is made: a trainer host needs neither OpenEnv nor its web UI, and ``import sopgym`` stays light. Actions are sent as JSON: a string or an assistant message dict arrives unchanged; other
 objects are converted like trajectory files convert them (a tuple arrives as a list).
 """
 
@@ -68,7 +68,7 @@ def _import_websockets():
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
     except ImportError as exc:
-        raise ImportError(f"sopgym/Remote-v0 needs the websockets package: pip install 'sopgym[server]' ({exc})") from exc
+        raise ImportError(f"sopgym/Remote-v0 needs the websockets package: pip install 'sopgym[remote]' ({exc})") from exc
     return connect, ConnectionClosed, (InvalidHandshake, InvalidURI)
 
 
@@ -231,7 +231,10 @@ class RemoteSOPEnv(gym.Env):
 
     def _request(self, message: dict[str, Any], expect: str = "observation") -> dict[str, Any]:
         try:
-            self._ws.send(json.dumps(message, ensure_ascii=True, allow_nan=False))
+            try:
+                self._ws.send(json.dumps(message, ensure_ascii=True, allow_nan=False))
+            except self._closed_error:
+                pass  # a refused session sends its error frame, then closes: recv() still reads the frame
             raw = self._ws.recv(timeout=self.step_timeout_s)
         except TimeoutError:
             raise _Lost(f"no answer within {self.step_timeout_s:g} s") from None

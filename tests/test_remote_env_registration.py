@@ -39,8 +39,14 @@ def test_nothing_below_the_integrations_imports_them(folder):
     assert found == []
 
 
+def _hide(monkeypatch, package: str) -> None:
+    """Make ``package`` (and its submodules, even if already imported) fail to import."""
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")] + [package]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
 def test_remote_env_without_websockets_names_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "websockets", None)
+    _hide(monkeypatch, "websockets")
     with pytest.raises(ImportError, match=r"pip install 'sopgym\[remote\]'"):
         gym.make("sopgym/Remote-v0", url="http://127.0.0.1:9")
 
@@ -54,9 +60,10 @@ def test_remote_env_refuses_a_url_that_is_not_a_server(url):
 def test_serve_without_openenv_names_the_extra(monkeypatch, capsys):
     from sopgym.cli import main
 
-    monkeypatch.setitem(sys.modules, "openenv", None)
+    _hide(monkeypatch, "openenv")
     monkeypatch.delitem(sys.modules, "sopgym.integrations.openenv_server", raising=False)
-    assert main(["serve", "--env", "sopgym/WarehouseReceiving-v0"]) == 1
+    # An unknown env: were openenv importable after all, serve would stop at the env id, never listen.
+    assert main(["serve", "--env", "sopgym/Nope-v0"]) == 1
     assert "pip install 'sopgym[server]'" in capsys.readouterr().err
 
 

@@ -45,13 +45,13 @@ def env_kwargs(env_id: str) -> dict:
 class InProcessServer:
     """``create_server_app`` under uvicorn in a thread, on a socket this test bound to 127.0.0.1."""
 
-    def __init__(self, env_id: str, **options):
+    def __init__(self, env_id: str, env_args: tuple = (), **options):
         import uvicorn
 
         from sopgym.integrations.openenv_server import MAX_REQUEST_BYTES, create_server_app
 
         self.env_id = env_id
-        app = create_server_app(env_id, env_kwargs=env_kwargs(env_id), **options)
+        app = create_server_app(env_id, env_kwargs={**env_kwargs(env_id), **dict(env_args)}, **options)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
@@ -74,7 +74,8 @@ class InProcessServer:
 
 @pytest.fixture(scope="session")
 def server():
-    """``server(env_id, **options)``: a running in-process server (one per distinct configuration)."""
+    """``server(env_id, env_args=((key, value), ...), **options)``: a running in-process server (one per
+    distinct configuration); ``env_args`` are env kwargs on top of :func:`env_kwargs`."""
     running: dict[tuple, InProcessServer] = {}
 
     def get(env_id: str, **options) -> InProcessServer:
@@ -117,3 +118,28 @@ def start_cli_server(env_id: str, *args: str) -> tuple[subprocess.Popen, str]:
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("sopgym serve did not answer /health within 120 s")
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox():
+    """The Docker sandbox is usable (daemon, SDK, image); else skip with the reason, or fail under
+    ``SOPGYM_REQUIRE_DOCKER=1`` (CI): no Docker test is skipped silently there."""
+
+    def unavailable(reason: str):
+        if os.environ.get("SOPGYM_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"SOPGYM_REQUIRE_DOCKER=1 but Docker is unavailable: {reason}", pytrace=False)
+        pytest.skip(f"Docker unavailable: {reason} (set SOPGYM_REQUIRE_DOCKER=1 to make this a failure)")
+
+    try:
+        from sopgym.sandboxes.docker import image, pool
+    except ImportError as exc:
+        unavailable(f"the docker SDK is not installed ({exc})")
+    from sopgym.sandboxes.base import SandboxUnavailable
+
+    try:
+        client = pool.connect(timeout=5)
+    except SandboxUnavailable as exc:
+        unavailable(str(exc))
+    if not image.image_exists(image.image_tag(), client):
+        unavailable(f"image {image.image_tag()} is not built; run `sopgym sandbox build`")
+

@@ -64,6 +64,18 @@ def test_remote_env_gives_the_local_envs_episodes_exactly(server, env_id, policy
         assert all(r.success for r in there)
 
 
+def test_remote_env_drives_a_docker_sandbox_on_the_server(server, docker_sandbox):
+    """The server's sessions run their stateful tools in Docker containers (one per episode, on the
+    session's worker thread): the same records as local envs with the same sandbox."""
+    args = {"sandbox": "docker"}
+    url = server(STATEFUL, env_args=tuple(args.items())).url
+    specs = task_specs(STATEFUL, "test", num_tasks=2, samples_per_task=1, seed=3)
+    here = run(specs, "oracle", lambda i: gym.make(i, **args))
+    there = run(specs, "oracle", lambda i: remote(url, env_id=i))
+    assert [r.record for r in there] == [r.record for r in here]
+    assert all(r.success for r in there)
+
+
 def test_unseeded_resets_follow_the_same_task_sequence(server):
     url = server(STATEFUL).url
     envs = (local(STATEFUL), remote(url))

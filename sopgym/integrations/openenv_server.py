@@ -353,12 +353,17 @@ class SopgymEnvironment(MCPEnvironment):
             if self._closed:
                 return
             self._closed = True
-            worker, env = self._worker, self._env
+            worker = self._worker
         if worker is not None:
-            if env is not None:
-                worker.submit(env.close).result()
+            # Queued after whatever the session had submitted, so an env made by a pending reset closes too.
+            worker.submit(self._close_env).result()
             worker.shutdown(wait=False)
         super().close()
+
+    def _close_env(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
 
     # -- the task API (OpenEnv's TaskProvider) ---------------------------------------------------
     def list_splits(self) -> list[dict[str, Any]]:

@@ -204,7 +204,7 @@ def test_a_session_closed_by_the_idle_timeout_is_an_infrastructure_failure_and_r
     url = server(STATEFUL, idle_timeout_s=1.0).url
     env = remote(url)
     info = _oracle_steps(env, 1)
-    time.sleep(7)  # OpenEnv's reaper looks every max(timeout / 4, 5 s): by now the idle session is closed
+    time.sleep(8)  # OpenEnv's reaper looks every max(timeout / 4, 5 s): by now the idle session is closed
     lost = _assert_infrastructure_end(env.step(format_call("get_account", {"session_token": "x"})), info["turn"])
     assert "sopgym session closed" in lost["status_message"]
     result = run_episode(env, make_policy("oracle"), seed=0, options={"split": "test", "task_index": 1})

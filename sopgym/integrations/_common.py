@@ -1,0 +1,160 @@
+"""What every adapter shares: task rows, resetting an env from a row, and the tool block of a system message.
+
+A *task row* names one episode the way the one runner does (:func:`sopgym.evaluation.runner.task_specs`):
+env id, split, task index and reset seed, plus the task id and the initial chat (``prompt``) that
+``reset`` gives for them. Libraries keep rows in their datasets; adapters reset their env from a row
+with :func:`reset_from_row`, so a row always means the same task, seed and tool answers as
+``gymnasium.make(env_id).reset(seed=row["seed"], options={"split": ..., "task_index": ...})``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["ROW_KEYS", "task_rows", "make_env", "reset_from_row", "tool_call_message", "system_with_tools", "episode_metrics"]
+
+#: The columns that identify an episode (``task_id`` and ``prompt`` are derived from them).
+ROW_KEYS = ("env_id", "split", "task_index", "seed")
+
+
+def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None):
+    """``gymnasium.make(env_id, **env_kwargs)`` with sopgym's ids registered."""
+    import gymnasium
+
+    import sopgym  # noqa: F401  (registers the sopgym/* ids)
+
+    return gymnasium.make(env_id, **dict(env_kwargs or {}))
+
+
+def task_rows(
+    env_id: str | Sequence[str],
+    split: str = "train",
+    num_tasks: int = 64,
+    *,
+    seed: int = 0,
+    first_task: int = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    allow_restricted: bool = False,
+) -> list[dict[str, Any]]:
+    """Rows for tasks ``first_task .. first_task+num_tasks-1`` of ``split`` of each env id.
+
+    Each row: ``env_id``, ``split``, ``task_index``, ``seed`` (the runner's :func:`episode_seed`, as
+    every benchmark run uses), ``task_id``, and ``prompt``: the initial chat (system message with
+    the SOP, user message with the task inputs) exactly as ``reset`` renders it.
+
+    Args:
+        env_id: one registered id or several (rows of each, env-major).
+        split: ``train``, ``val`` or ``test``.
+        num_tasks: tasks per env id.
+        seed: the run seed the per-episode seeds derive from.
+        first_task: index of the first task.
+        env_kwargs: passed to ``gymnasium.make``.
+        allow_restricted: also return tasks whose licence forbids training (``training_allowed``
+            False, e.g. SOP-Bench); for evaluation only.
+
+    Returns:
+        The rows, in order.
+
+    Raises:
+        ValueError: a bad count, more tasks than the split holds, or a task whose licence forbids
+            training while ``allow_restricted`` is False.
+    """
+    from sopgym.evaluation.runner import task_specs
+
+    env_ids = [env_id] if isinstance(env_id, str) else list(env_id)
+    if not env_ids:
+        raise ValueError("expected at least one env id, got none")
+    rows = []
+    for one in env_ids:
+        env = make_env(one, env_kwargs)
+        try:
+            size = env.unwrapped.pack.num_tasks(split)
+            if size is not None and first_task + num_tasks > size:
+                raise ValueError(f"split {split!r} of {one} has {size} tasks; asked for tasks {first_task}..{first_task + num_tasks - 1}")
+            for spec in task_specs(one, split, num_tasks, 1, seed, first_task):
+                _, info = env.reset(seed=spec.seed, options=dict(spec.options))
+                if not info.get("training_allowed", False) and not allow_restricted:
+                    raise ValueError(
+                        f"{one} task {info['task_id']} has training_allowed=False (licence {info.get('license')!r}); "
+                        "expected trainable tasks (pass allow_restricted=True only for evaluation)"
+                    )
+                rows.append({
+                    "env_id": one,
+                    "split": split,
+                    "task_index": int(spec.options["task_index"]),
+                    "seed": int(spec.seed),
+                    "task_id": info["task_id"],
+                    "prompt": [{"role": m["role"], "content": m["content"]} for m in info["messages"]],
+                })
+        finally:
+            env.close()
+    return rows
+
+
+def reset_from_row(env, row: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Reset ``env`` to the episode a task row names. Returns ``reset``'s ``(observation, info)``.
+
+    Raises:
+        ValueError: the row lacks a key, names another env, or its ``task_id``/``prompt`` (when
+            present) differ from what the env renders for it (a dataset built by another version).
+    """
+    missing = [k for k in ROW_KEYS if k not in row or row[k] is None]
+    if missing:
+        raise ValueError(f"a task row needs {list(ROW_KEYS)}; missing {missing} in {sorted(row)}")
+    env_id = env.spec.id if getattr(env, "spec", None) is not None else None
+    if env_id is not None and row["env_id"] != env_id:
+        raise ValueError(f"row is for {row['env_id']!r}, but this env is {env_id!r}")
+    observation, info = env.reset(seed=int(row["seed"]), options={"split": str(row["split"]), "task_index": int(row["task_index"])})
+    if row.get("task_id") is not None and row["task_id"] != info["task_id"]:
+        raise ValueError(f"row's task_id {row['task_id']!r} != the env's {info['task_id']!r} for the same split/index/seed")
+    prompt = row.get("prompt")
+    if prompt is not None:
+        expected = [m["content"] for m in info["messages"]]
+        got = [m.get("content") for m in prompt]
+        if got != expected:
+            raise ValueError(f"row's prompt differs from the chat {row['env_id']} renders for task {info['task_id']} (rebuild the dataset)")
+    return observation, info
+
+
+def tool_call_message(name: str, arguments: Any) -> dict[str, Any]:
+    """An assistant message with one structured tool call (what a library's parsed call becomes)."""
+    return {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+_TOOLS_HEADER = (
+    "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+)
+_TOOLS_FOOTER = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call>"
+)
+
+
+def system_with_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The chat with the tool schemas (exact JSON, one per line, Hermes/Qwen layout) appended to the
+    system message, for libraries that apply the chat template without ``tools=``."""
+    out = [dict(m) for m in messages]
+    if not out or out[0].get("role") != "system":
+        raise ValueError(f"expected the chat to start with a system message, got role {out[0].get('role') if out else None!r}")
+    block = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    out[0]["content"] = out[0]["content"] + _TOOLS_HEADER + block + _TOOLS_FOOTER
+    return out
+
+
+def episode_metrics(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a library logs per episode: the evaluator's success and the record's counts."""
+    from sopgym.evaluation.metrics import score_record
+
+    score = score_record(dict(record))
+    return {
+        "success": float(score.success),
+        "reward": float(record["reward"]),
+        "turns": int(record["turns"]),
+        "num_tool_calls": int(record["num_tool_calls"]),
+        "num_invalid_actions": int(record["num_invalid_actions"]),
+        "infrastructure_failure": float(bool(record["infrastructure_failure"])),
+        "truncated": float(bool(record["truncated"])),
+    }

@@ -1,0 +1,416 @@
+"""sopgym envs in TRL's ``GRPOTrainer``, through both of its multi-turn paths. Needs ``pip install sopgym[trl]``.
+
+Example (``environment_factory``: TRL generates, parses tool calls and calls the env's methods)::
+
+    from trl import GRPOConfig, GRPOTrainer
+    from sopgym.integrations.trl import environment_class, train_dataset
+
+    env_id = "sopgym/WarehouseReceiving-v0"
+    trainer = GRPOTrainer(model, args=GRPOConfig(...), processing_class=tokenizer,
+                          train_dataset=train_dataset(env_id, "train", 256),
+                          environment_factory=environment_class(env_id))  # reward: the env's get_reward
+
+Example (``rollout_func``: sopgym's own step loop in token space, TRL trains on it)::
+
+    from sopgym.integrations.trl import SopgymRollout, sopgym_reward, train_dataset
+
+    dataset = train_dataset(env_id, "train", 256)
+    trainer = GRPOTrainer(model, reward_funcs=sopgym_reward, args=GRPOConfig(...), processing_class=tokenizer,
+                          train_dataset=dataset, rollout_func=SopgymRollout(dataset))
+
+The two paths differ in who reads the model's reply:
+
+* ``environment_factory`` (:func:`environment_class`): TRL renders the prompt with the class's
+  methods as ``tools=``, parses each completion with the tokenizer's response template (only the
+  chat templates TRL recognises: see docs/integrations.md), calls the methods, and appends their
+  results. Each method call is one sopgym ``step`` with that one structured call, so sopgym still
+  validates arguments against the exact schema and scores the episode; ``get_reward`` returns
+  sopgym's return. What TRL cannot express: a completion TRL cannot parse (or with no tool call)
+  ends the rollout, so the model never sees sopgym's parse-error or no-tool-call feedback, and
+  such replies are not counted as invalid actions; the episode is then ended with
+  ``end_episode("stopped")`` (scored like an unanswered episode). Tool schemas go through
+  ``transformers.utils.get_json_schema`` of the method signatures, which keeps types, enums,
+  nullability and required fields but has no place for ``pattern``, length or range bounds, or
+  nested properties: each parameter whose schema loses detail carries its exact JSON Schema in its
+  description. Several calls in one completion are several sopgym turns (``max_turns`` counts calls).
+* ``rollout_func`` (:class:`SopgymRollout`): the completion text goes to ``env.step`` as it is, so
+  sopgym's parsing, statuses, feedback messages, invalid-action penalty and exact schemas (the
+  env's ``info["tools"]`` rendered by the chat template) all hold. Generation is TRL's own
+  (``GRPOTrainer._generate_single_turn``: vLLM, transformers or continuous batching, with the
+  trainer's sampling settings), one call per turn for every running episode; env messages are
+  tokenised with the chat template (:class:`~sopgym.trainers.episodes.EpisodeBuilder`) and carry
+  ``env_mask`` 0, so they are never trained on.
+
+Infrastructure failures: ``get_reward`` and :func:`sopgym_reward` return ``None`` for them, which
+TRL treats as unscorable (excluded from the group baseline, advantage 0).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import keyword
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
+from sopgym.trainers.episodes import Episode, EpisodeBuilder
+
+from ._common import ROW_KEYS, episode_metrics, make_env, reset_from_row, task_rows, tool_call_message
+
+__all__ = ["train_dataset", "environment_class", "environment_factories", "SopgymToolEnv", "SopgymRollout", "sopgym_reward"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Task rows
+# --------------------------------------------------------------------------------------------------
+def train_dataset(env_id: str | Sequence[str], split: str = "train", num_tasks: int = 64, **kwargs: Any):
+    """A ``datasets.Dataset`` of task rows for ``GRPOTrainer``.
+
+    Columns: ``prompt`` (sopgym's initial chat: system message with the SOP, user message with the
+    inputs), ``env_id``, ``split``, ``task_index``, ``seed``, ``task_id`` and ``environment`` (the env
+    id, which selects the class when ``environment_factory`` is a dict, see :func:`environment_factories`).
+
+    Args:
+        env_id: one registered id or several.
+        split, num_tasks: which tasks (``0 .. num_tasks-1`` of the split, per env id).
+        **kwargs: ``seed``, ``first_task``, ``env_kwargs``, ``allow_restricted`` (see ``task_rows``).
+
+    Raises:
+        ValueError: see :func:`sopgym.integrations._common.task_rows`.
+    """
+    from datasets import Dataset
+
+    rows = task_rows(env_id, split, num_tasks, **kwargs)
+    return Dataset.from_list([{**row, "environment": row["env_id"]} for row in rows])
+
+
+# --------------------------------------------------------------------------------------------------
+# environment_factory: a class whose public methods are the env's tools
+# --------------------------------------------------------------------------------------------------
+class SopgymToolEnv:
+    """Base of the classes :func:`environment_class` builds: one sopgym env, reset per rollout.
+
+    TRL exposes every public function of the class except ``reset`` and ``get_reward`` as a tool, so
+    this class has no other public methods; its state is in attributes.
+    """
+
+    env_id: str = ""
+    env_kwargs: dict[str, Any] = {}
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] | None = None
+        """The env's episode record once the episode is over (what sopgym's evaluator reads)."""
+        self.total_reward = 0.0
+        """Sum of the episode's step rewards (sopgym's return)."""
+        self._env = make_env(self.env_id, self.env_kwargs)
+        self._running = False
+
+    def reset(self, **row: Any) -> None:
+        """Start the episode a dataset row names (``env_id``, ``split``, ``task_index``, ``seed``,
+        ``prompt``). The prompt already holds the task, so nothing is appended to it.
+
+        Raises:
+            ValueError: a row without a task, for another env, or whose prompt is not the task's.
+        """
+        if row.get("prompt") is None:
+            raise ValueError("expected the dataset's 'prompt' column (train_dataset writes it): sopgym's chat starts with the SOP")
+        reset_from_row(self._env, {k: row.get(k) for k in (*ROW_KEYS, "task_id", "prompt")})
+        self.record = None
+        self.total_reward = 0.0
+        self._running = True
+        return None
+
+    def get_reward(self) -> float | None:
+        """sopgym's return for the episode; ends it first (``stopped``) when TRL stopped calling tools.
+        ``None`` (unscorable for TRL) after an infrastructure failure."""
+        if self._running:
+            _, reward, _, _, info = self._env.unwrapped.end_episode("stopped", "TRL stopped calling tools")
+            self._finish(reward, info)
+        if self.record is None:
+            raise RuntimeError("get_reward() called before reset(): no episode to score")
+        if self.record["infrastructure_failure"]:
+            return None
+        return self.total_reward
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The evaluator's success and the record's counts (after :meth:`get_reward`)."""
+        return episode_metrics(self.record) if self.record is not None else {}
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        if not self._running:
+            cause = self.record["truncation_cause"] if self.record else None
+            return f"Error: the episode has already ended ({'submitted' if cause is None else cause}); {name} was not run."
+        _, reward, terminated, truncated, info = self._env.step(tool_call_message(name, arguments))
+        messages = info["messages"]
+        start = max(i for i, m in enumerate(messages) if m["role"] == "assistant") + 1
+        text = "\n".join(m["content"] for m in messages[start:])
+        if terminated or truncated:
+            self._finish(reward, info)
+        else:
+            self.total_reward += float(reward)
+        return text
+
+    def _finish(self, reward: float, info: Mapping[str, Any]) -> None:
+        self.total_reward += float(reward)
+        self._running = False
+        self.record = dict(info["episode"])
+
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict, "array": list}
+
+
+def _hint(schema: Mapping[str, Any]) -> Any:
+    """The Python type hint that renders (through transformers' ``get_json_schema``) closest to ``schema``."""
+    typ = schema.get("type")
+    types = list(typ) if isinstance(typ, list) else [typ] if typ is not None else []
+    nullable = "null" in types or (schema.get("enum") is not None and None in schema["enum"])
+    types = [t for t in types if t != "null"]
+    if schema.get("enum") is not None:
+        values = tuple(v for v in schema["enum"] if v is not None)
+        hint: Any = Literal[values] if values else type(None)
+    elif len(types) == 1 and types[0] == "array" and isinstance(schema.get("items"), Mapping):
+        hint = list[_hint(schema["items"])]
+    elif types:
+        parts = [_JSON_TYPES.get(t, str) for t in types]
+        hint = parts[0] if len(parts) == 1 else typing.Union[tuple(parts)]  # noqa: UP007 - built from a list
+    else:
+        hint = str
+    return typing.Optional[hint] if nullable else hint  # noqa: UP045 - built at run time
+
+
+def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
+    """A method named after the tool, with the tool's parameters as its signature and a Google
+    docstring, that runs the call as one sopgym step. Parameters whose schema ``get_json_schema``
+    cannot render exactly carry the exact JSON Schema in their description."""
+    from transformers.utils import get_json_schema
+
+    fn = tool["function"]
+    name = fn["name"]
+    params = fn.get("parameters") or {"type": "object", "properties": {}}
+    props: Mapping[str, Any] = params.get("properties", {})
+    required = set(params.get("required", ()))
+    for pname in [name, *props]:
+        if not pname.isidentifier() or keyword.iskeyword(pname):
+            raise ValueError(
+                f"tool {name!r}: {pname!r} is not a Python identifier, so TRL's environment_factory (tools are methods) "
+                "cannot express it; use SopgymRollout (rollout_func) for this env"
+            )
+    if name in ("reset", "get_reward", "metrics", "record", "total_reward"):
+        raise ValueError(f"tool name {name!r} clashes with the environment class's own members; expected another name")
+
+    def call(self, **arguments: Any) -> str:
+        return self._call(name, arguments)
+
+    ordered = sorted(props, key=lambda p: p not in required)  # required parameters first, as Python needs
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for pname in ordered:
+        annotations[pname] = _hint(props[pname])
+        default = inspect.Parameter.empty if pname in required else None
+        parameters.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[pname]))
+    annotations["return"] = str
+    call.__name__ = call.__qualname__ = name
+    call.__signature__ = inspect.Signature(parameters, return_annotation=str)
+    call.__annotations__ = annotations
+
+    def docstring(notes: dict[str, str]) -> str:
+        lines = [" ".join((fn.get("description") or name).split()), ""]
+        if ordered:
+            lines.append("Args:")
+            for pname in ordered:
+                text = " ".join(str(props[pname].get("description") or pname).split())
+                lines.append(f"    {pname}: {text}{notes.get(pname, '')}")
+            lines.append("")
+        lines += ["Returns:", "    The tool's result, or sopgym's error message for the call."]
+        return "\n".join(lines)
+
+    call.__doc__ = docstring({})
+    rendered_params = get_json_schema(call)["function"]["parameters"]
+    rendered = rendered_params["properties"]
+    dropped = {k: v for k, v in params.items() if k not in ("type", "properties", "required") and rendered_params.get(k) != v}
+    if dropped:  # e.g. additionalProperties: false (sopgym still enforces it)
+        fn = {**fn, "description": (fn.get("description") or name) + " Parameters also follow: "
+              + json.dumps(dropped, ensure_ascii=False, sort_keys=True)}
+    notes = {}
+    for pname in ordered:
+        exact = {k: v for k, v in props[pname].items() if k != "description"}
+        shown = {k: v for k, v in rendered[pname].items() if k != "description"}
+        if shown != exact:
+            notes[pname] = " Exact JSON Schema: " + json.dumps(exact, ensure_ascii=False, sort_keys=True)
+    call.__doc__ = docstring(notes)
+    return call
+
+
+def environment_class(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> type[SopgymToolEnv]:
+    """A class for ``GRPOTrainer(environment_factory=...)``: one public method per tool of ``env_id``
+    (``submit_answer`` included), ``reset(**row)`` and ``get_reward()``.
+
+    Args:
+        env_id: a registered sopgym id.
+        env_kwargs: passed to ``gymnasium.make`` (e.g. ``{"reward": "binary"}``).
+
+    Raises:
+        ValueError: a tool or parameter name that cannot be a Python method or argument.
+    """
+    probe = make_env(env_id, env_kwargs)
+    try:
+        _, info = probe.reset(seed=0)
+        domain = info["domain"]
+    finally:
+        probe.close()
+    namespace: dict[str, Any] = {
+        "env_id": env_id,
+        "env_kwargs": dict(env_kwargs or {}),
+        "__doc__": f"sopgym's {env_id} for TRL's environment_factory: each public method is one of its tools.",
+        "__module__": __name__,
+    }
+    for tool in info["tools"]:
+        namespace[tool["function"]["name"]] = _tool_method(tool)
+    cls_name = "".join(ch for ch in domain.title() if ch.isalnum()) + "ToolEnv"
+    return type(cls_name, (SopgymToolEnv,), namespace)
+
+
+def environment_factories(env_ids: Sequence[str], env_kwargs: Mapping[str, Any] | None = None) -> dict[str, type[SopgymToolEnv]]:
+    """``{env_id: class}`` for a multi-environment ``environment_factory`` (rows pick theirs by the
+    ``environment`` column that :func:`train_dataset` writes)."""
+    return {env_id: environment_class(env_id, env_kwargs) for env_id in env_ids}
+
+
+# --------------------------------------------------------------------------------------------------
+# rollout_func: sopgym's own step loop in token space
+# --------------------------------------------------------------------------------------------------
+def _prompt_key(prompt: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps([[m["role"], m["content"]] for m in prompt], ensure_ascii=False)
+
+
+class _TokenAgent:
+    """The runner's batched agent for one rollout call: TRL generates every running episode's next
+    turn in one call; ids are kept as sampled (loss mask 1), env messages come from the chat template
+    (loss mask 0). An episode whose completion budget is spent is ended with ``context_budget``."""
+
+    def __init__(self, generate: Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]] | None]], tokenizer,
+                 max_completion_length: int):
+        self.generate, self.tokenizer, self.max_completion_length = generate, tokenizer, max_completion_length
+        self.running: dict[int, tuple[Episode, EpisodeBuilder, int]] = {}
+        self.finished: dict[int, tuple[Episode, int, EpisodeResult]] = {}
+        self.has_logprobs = True
+
+    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
+        ep = Episode(task_id=str(info["task_id"]), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
+                     messages=[dict(m) for m in info["messages"]], tools=info.get("tools"))
+        builder = EpisodeBuilder(self.tokenizer, ep)
+        self.running[slot] = (ep, builder, len(ep.ids))
+
+    def _room(self, slot: int) -> int:
+        ep, _, prompt_len = self.running[slot]
+        return self.max_completion_length - (len(ep.ids) - prompt_len)
+
+    def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
+        replies: dict[int, Any] = {}
+        live = []
+        for s in slots:
+            if self._room(s) <= 0:
+                replies[s] = EndEpisode("context_budget", f"no room left in max_completion_length={self.max_completion_length}")
+            else:
+                live.append(s)
+        if live:
+            ids, logps = self.generate([list(self.running[s][0].ids) for s in live])
+            if logps is None:
+                self.has_logprobs = False
+            for k, s in enumerate(live):
+                ep, builder, _ = self.running[s]
+                cut = self._room(s)  # as TRL's own tool loop: a turn past the budget is truncated
+                turn_ids = list(ids[k])[:cut]
+                turn_logps = [float(x) for x in logps[k]][:cut] if logps is not None else [0.0] * len(turn_ids)
+                replies[s] = builder.add_assistant(turn_ids, turn_logps)
+        return [replies[s] for s in slots]
+
+    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:
+        ep, builder, prompt_len = self.running[slot]
+        if result is None:
+            builder.add_env_messages(turn.new_messages)
+            return
+        builder.close()
+        self.finished[result.index] = (ep, prompt_len, result)
+        del self.running[slot]
+
+
+class SopgymRollout:
+    """A ``rollout_func`` for ``GRPOTrainer``: runs each prompt's sopgym episode to its end.
+
+    Every prompt TRL passes (its sampler repeats each ``num_generations`` times) is looked up in the
+    dataset's rows, and its episode runs through sopgym's one runner: TRL's generation for every
+    running episode at once, ``env.step`` of the decoded text, the env's messages appended through
+    the chat template. Returned per episode: ``prompt_ids`` (the initial chat with the tool schemas
+    and the generation prompt), ``completion_ids`` (every later token: sampled turns and env
+    messages), ``logprobs`` (sampling log-probs, 0.0 on env tokens), ``env_mask`` (1 on sampled
+    tokens only), and ``sopgym_reward`` / ``sopgym_success`` / ``sopgym_record`` for the reward
+    function :func:`sopgym_reward` and for logging.
+
+    The completion budget is TRL's ``max_completion_length`` over all turns of an episode: a turn is
+    cut where the budget ends, and an episode with no budget left is ended through
+    ``end_episode("context_budget")``.
+
+    Args:
+        dataset: the training rows (a ``datasets.Dataset`` or a list of row dicts, as
+            :func:`train_dataset` makes them); prompts are matched to rows by their messages.
+        env_kwargs: passed to ``gymnasium.make``.
+
+    Raises:
+        ValueError: two rows with the same prompt but different episodes, or rows without a prompt.
+    """
+
+    def __init__(self, dataset: Any, env_kwargs: Mapping[str, Any] | None = None):
+        self.env_kwargs = dict(env_kwargs or {})
+        self._rows: dict[str, dict[str, Any]] = {}
+        for row in dataset:
+            if row.get("prompt") is None:
+                raise ValueError(f"every row needs a 'prompt' (train_dataset writes it); got columns {sorted(row)}")
+            key = _prompt_key(row["prompt"])
+            episode = {k: row[k] for k in ROW_KEYS}
+            if key in self._rows and self._rows[key] != episode:
+                raise ValueError(f"two rows share a prompt but name different episodes: {self._rows[key]} and {episode}")
+            self._rows[key] = episode
+        self._pool = EnvPool(lambda env_id: make_env(env_id, self.env_kwargs))
+
+    def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, list]:
+        specs = []
+        for i, prompt in enumerate(prompts):
+            row = self._rows.get(_prompt_key(prompt))
+            if row is None:
+                raise ValueError(f"prompt {i} is not in the dataset SopgymRollout was built with (expected one of its {len(self._rows)} rows)")
+            specs.append(EpisodeSpec(row["env_id"], int(row["seed"]), {"split": row["split"], "task_index": int(row["task_index"])},
+                                     group_id=i))
+
+        def generate(prompt_ids: list[list[int]]):
+            return trainer._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+
+        agent = _TokenAgent(generate, trainer.processing_class, trainer.max_completion_length)
+        run_episodes(specs, agent, self._pool)
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+                                                "sopgym_reward", "sopgym_success", "sopgym_record")}
+        for i in range(len(specs)):
+            ep, prompt_len, result = agent.finished[i]
+            out["prompt_ids"].append(ep.ids[:prompt_len])
+            out["completion_ids"].append(ep.ids[prompt_len:])
+            out["logprobs"].append(ep.old_logp[prompt_len:])
+            out["env_mask"].append(ep.loss_mask[prompt_len:])
+            infra = bool(result.record["infrastructure_failure"])
+            out["sopgym_reward"].append(None if infra else float(result.total_reward))
+            out["sopgym_success"].append(bool(result.success))
+            out["sopgym_record"].append(result.record)
+        if not agent.has_logprobs:
+            out["logprobs"] = None  # the backend gave none (transformers' generate): TRL then uses its own
+        return out
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def sopgym_reward(completions: list, sopgym_reward: list[float | None], **kwargs: Any) -> list[float | None]:
+    """The reward function of the ``rollout_func`` path: sopgym's return per episode, ``None`` (unscorable
+    for TRL) after an infrastructure failure."""
+    return list(sopgym_reward)

@@ -54,10 +54,10 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
-from sopgym.trainers.episodes import Episode, EpisodeBuilder
+from sopgym.evaluation.runner import EnvPool, EpisodeSpec
 
 from ._common import ROW_KEYS, episode_metrics, make_env, reset_from_row, task_rows, tool_call_message
+from ._tokens import TokenTurn, run_token_episodes
 
 __all__ = ["train_dataset", "environment_class", "environment_factories", "SopgymToolEnv", "SopgymRollout", "sopgym_reward"]
 
@@ -286,58 +286,6 @@ def _prompt_key(prompt: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps([[m["role"], m["content"]] for m in prompt], ensure_ascii=False)
 
 
-class _TokenAgent:
-    """The runner's batched agent for one rollout call: TRL generates every running episode's next
-    turn in one call; ids are kept as sampled (loss mask 1), env messages come from the chat template
-    (loss mask 0). An episode whose completion budget is spent is ended with ``context_budget``."""
-
-    def __init__(self, generate: Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]] | None]], tokenizer,
-                 max_completion_length: int):
-        self.generate, self.tokenizer, self.max_completion_length = generate, tokenizer, max_completion_length
-        self.running: dict[int, tuple[Episode, EpisodeBuilder, int]] = {}
-        self.finished: dict[int, tuple[Episode, int, EpisodeResult]] = {}
-        self.has_logprobs = True
-
-    def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
-        ep = Episode(task_id=str(info["task_id"]), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
-                     messages=[dict(m) for m in info["messages"]], tools=info.get("tools"))
-        builder = EpisodeBuilder(self.tokenizer, ep)
-        self.running[slot] = (ep, builder, len(ep.ids))
-
-    def _room(self, slot: int) -> int:
-        ep, _, prompt_len = self.running[slot]
-        return self.max_completion_length - (len(ep.ids) - prompt_len)
-
-    def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
-        replies: dict[int, Any] = {}
-        live = []
-        for s in slots:
-            if self._room(s) <= 0:
-                replies[s] = EndEpisode("context_budget", f"no room left in max_completion_length={self.max_completion_length}")
-            else:
-                live.append(s)
-        if live:
-            ids, logps = self.generate([list(self.running[s][0].ids) for s in live])
-            if logps is None:
-                self.has_logprobs = False
-            for k, s in enumerate(live):
-                ep, builder, _ = self.running[s]
-                cut = self._room(s)  # as TRL's own tool loop: a turn past the budget is truncated
-                turn_ids = list(ids[k])[:cut]
-                turn_logps = [float(x) for x in logps[k]][:cut] if logps is not None else [0.0] * len(turn_ids)
-                replies[s] = builder.add_assistant(turn_ids, turn_logps)
-        return [replies[s] for s in slots]
-
-    def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:
-        ep, builder, prompt_len = self.running[slot]
-        if result is None:
-            builder.add_env_messages(turn.new_messages)
-            return
-        builder.close()
-        self.finished[result.index] = (ep, prompt_len, result)
-        del self.running[slot]
-
-
 class SopgymRollout:
     """A ``rollout_func`` for ``GRPOTrainer``: runs each prompt's sopgym episode to its end.
 
@@ -385,25 +333,25 @@ class SopgymRollout:
             specs.append(EpisodeSpec(row["env_id"], int(row["seed"]), {"split": row["split"], "task_index": int(row["task_index"])},
                                      group_id=i))
 
-        def generate(prompt_ids: list[list[int]]):
-            return trainer._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        def generate(prompt_ids: list[list[int]]) -> list[TokenTurn]:
+            ids, logps = trainer._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+            return [TokenTurn(list(x), list(logps[k]) if logps is not None else None) for k, x in enumerate(ids)]
 
-        agent = _TokenAgent(generate, trainer.processing_class, trainer.max_completion_length)
-        run_episodes(specs, agent, self._pool)
-        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
-                                                "sopgym_reward", "sopgym_success", "sopgym_record")}
-        for i in range(len(specs)):
-            ep, prompt_len, result = agent.finished[i]
-            out["prompt_ids"].append(ep.ids[:prompt_len])
-            out["completion_ids"].append(ep.ids[prompt_len:])
-            out["logprobs"].append(ep.old_logp[prompt_len:])
-            out["env_mask"].append(ep.loss_mask[prompt_len:])
-            infra = bool(result.record["infrastructure_failure"])
-            out["sopgym_reward"].append(None if infra else float(result.total_reward))
-            out["sopgym_success"].append(bool(result.success))
-            out["sopgym_record"].append(result.record)
-        if not agent.has_logprobs:
-            out["logprobs"] = None  # the backend gave none (transformers' generate): TRL then uses its own
+        episodes = run_token_episodes(specs, self._pool, generate, trainer.processing_class, trainer.max_completion_length)
+        out: dict[str, list | None] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+                                                       "sopgym_reward", "sopgym_success", "sopgym_record")}
+        for ep in episodes:
+            p = ep.prompt_len
+            out["prompt_ids"].append(ep.ids[:p])
+            out["completion_ids"].append(ep.ids[p:])
+            out["logprobs"].append(ep.logps[p:])
+            out["env_mask"].append(ep.loss_mask[p:])
+            infra = bool(ep.result.record["infrastructure_failure"])
+            out["sopgym_reward"].append(None if infra else float(ep.result.total_reward))
+            out["sopgym_success"].append(bool(ep.result.success))
+            out["sopgym_record"].append(ep.result.record)
+        if not all(ep.has_logprobs for ep in episodes):
+            out["logprobs"] = None  # the backend gave none (transformers' generate): TRL computes its own
         return out
 
     def close(self) -> None:

@@ -24,14 +24,20 @@ def _imports(folder):
 _ABOVE_TASKS = ("sopgym.envs", "sopgym.authoring", "sopgym.sopbench", "sopgym.evaluation", "sopgym.trainers")
 
 
+_ADAPTERS = ("sopgym.integrations",)
+# The adapters use envs through gymnasium and the env's public methods only: never its parts.
+_ENV_INTERNALS = ("sopgym.sandboxes", "sopgym.envs.env", "sopgym.envs.parsing", "sopgym.envs.rendering", "sopgym.envs.reward")
+
+
 @pytest.mark.parametrize("folder,forbidden", [
-    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch")),
-    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring")),
+    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch") + _ADAPTERS),
+    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring") + _ADAPTERS),
+    ("sopgym/integrations", _ENV_INTERNALS),
     # Task sources sit below the envs: a pack that imported an env (or the tools that run envs) would
     # bring back the import cycle that lazy imports used to paper over.
-    ("sop_tasks", _ABOVE_TASKS + ("gymnasium",)),
+    ("sop_tasks", _ABOVE_TASKS + ("gymnasium",) + _ADAPTERS),
     ("sopgym/evaluation", ("sopgym.envs.reward",)),
-    ("trainers", ("sopgym.sandboxes",)),
+    ("trainers", ("sopgym.sandboxes",) + _ADAPTERS),
 ])
 def test_module_never_imports(folder, forbidden):
     bad = sorted((f, m) for f, m in _imports(folder) if any(m == x or m.startswith(x + ".") for x in forbidden))
@@ -44,7 +50,7 @@ def test_import_and_make_need_only_gymnasium_and_numpy():
         "from sopgym.envs.registration import registered_env_ids\n"
         "for i in registered_env_ids('sopgym'):\n"
         "    e = gym.make(i); e.reset(seed=0); e.step('hello'); e.close()\n"
-        "heavy = sorted(m for m in ('torch', 'transformers', 'mlflow', 'docker', 'pandas', 'ray') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'mlflow', 'docker', 'pandas', 'ray', 'trl', 'verl', 'skyrl_gym', 'sopgym.integrations') if m in sys.modules)\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})

@@ -13,7 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ROW_KEYS", "task_rows", "make_env", "reset_from_row", "tool_call_message", "system_with_tools", "episode_metrics"]
+__all__ = ["ROW_KEYS", "task_rows", "make_env", "reset_from_row", "tool_call_message", "system_with_tools", "episode_metrics",
+           "env_kwargs_of"]
 
 #: The columns that identify an episode (``task_id`` and ``prompt`` are derived from them).
 ROW_KEYS = ("env_id", "split", "task_index", "seed")
@@ -26,6 +27,22 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None):
     import sopgym  # noqa: F401  (registers the sopgym/* ids)
 
     return gymnasium.make(env_id, **dict(env_kwargs or {}))
+
+
+def env_kwargs_of(value: Any) -> dict[str, Any]:
+    """``gymnasium.make`` kwargs kept in a dataset column: a JSON object string (what the row helpers
+    write, since Parquet cannot store an empty struct), a mapping, or nothing.
+
+    Raises:
+        ValueError: anything else, or JSON that is not an object.
+    """
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, Mapping):
+        raise ValueError(f"env_kwargs must be a JSON object or a mapping, got {type(value).__name__}")
+    return dict(value)
 
 
 def task_rows(

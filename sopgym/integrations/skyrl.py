@@ -33,6 +33,7 @@ after one call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,7 +41,7 @@ from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import registry
 
-from ._common import episode_metrics, make_env, reset_from_row, system_with_tools, task_rows
+from ._common import env_kwargs_of, episode_metrics, make_env, reset_from_row, system_with_tools, task_rows
 
 __all__ = ["SopgymTextEnv", "register_skyrl_envs", "skyrl_rows"]
 
@@ -52,9 +53,11 @@ class SopgymTextEnv(BaseTextEnv):
 
     Args:
         env_config: SkyRL's per-env config (a mapping or ``DictConfig``); its ``env_kwargs``, if any,
-            go to ``gymnasium.make`` (e.g. ``{"reward": "binary", "invalid_action_penalty": 0.1}``).
-        extras: the dataset row (``seed``, ``split``, ``task_index``; ``env_id`` when not registered
-            through :func:`register_skyrl_envs`).
+            go to ``gymnasium.make`` (e.g. ``{"reward": "binary", "invalid_action_penalty": 0.1}``),
+            over the row's.
+        extras: the dataset row (``seed``, ``split``, ``task_index``; ``env_kwargs`` as a JSON object
+            string, as :func:`skyrl_rows` writes it; ``env_id`` when not registered through
+            :func:`register_skyrl_envs`).
         env_id: the sopgym id (set by :func:`register_skyrl_envs`).
 
     Raises:
@@ -67,9 +70,9 @@ class SopgymTextEnv(BaseTextEnv):
         env_id = env_id or extras.get("env_id")
         if not env_id:
             raise ValueError("expected the sopgym env id (register_skyrl_envs sets it, or extras['env_id']), got none")
-        env_kwargs = {}
+        env_kwargs = env_kwargs_of(extras.get("env_kwargs"))
         if env_config is not None and "env_kwargs" in env_config:
-            env_kwargs = dict(env_config["env_kwargs"])
+            env_kwargs.update(env_kwargs_of(env_config["env_kwargs"]))
         self.env_id = env_id
         self.row = {**extras, "env_id": env_id}
         self.env = make_env(env_id, env_kwargs)
@@ -165,7 +168,12 @@ def register_skyrl_envs(env_ids: Sequence[str] | None = None) -> list[str]:
     return ids
 
 
-def skyrl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int = 64, **kwargs: Any) -> list[dict[str, Any]]:
+def skyrl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int = 64, *,
+               env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
     """SkyRL dataset rows: :func:`~sopgym.integrations._common.task_rows` plus ``env_class`` (the
-    skyrl_gym id); every other column reaches the env as ``extras``. Keyword arguments go to ``task_rows``."""
-    return [{**row, "env_class": row["env_id"]} for row in task_rows(env_id, split, num_tasks, **kwargs)]
+    skyrl_gym id) and ``env_kwargs`` (JSON: SkyRL's trainer config has no per-env section for
+    ids it does not know); every column but ``prompt`` and ``env_class`` reaches the env as ``extras``.
+    Keyword arguments go to ``task_rows``."""
+    rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs)
+    encoded = json.dumps(dict(env_kwargs or {}), sort_keys=True)
+    return [{**row, "env_class": row["env_id"], "env_kwargs": encoded} for row in rows]

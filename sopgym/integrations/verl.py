@@ -40,6 +40,7 @@ prefix checks are the same in kind: a template that rewrites earlier turns raise
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -49,7 +50,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeSpec
 
-from ._common import ROW_KEYS, episode_metrics, make_env, reset_from_row, task_rows
+from ._common import ROW_KEYS, env_kwargs_of, episode_metrics, make_env, reset_from_row, task_rows
 from ._tokens import TokenTurn, run_token_episodes
 
 __all__ = ["AGENT_NAME", "SopgymAgentLoop", "verl_rows"]
@@ -63,13 +64,13 @@ def verl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int 
 
     Columns: ``prompt`` (sopgym's initial chat), ``data_source`` (the env id), ``agent_name``
     (``sopgym_agent``), ``extra_info.sopgym`` (the episode: env id, split, task index, seed, task id,
-    and ``env_kwargs``) and ``reward_model`` (the task id as ``ground_truth``; the loop scores itself).
+    and ``env_kwargs`` as a JSON object string) and ``reward_model`` (the task id as ``ground_truth``; the loop scores itself).
     Keyword arguments go to :func:`~sopgym.integrations._common.task_rows`.
     """
     out = []
     for row in task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs):
         episode = {k: row[k] for k in (*ROW_KEYS, "task_id")}
-        episode["env_kwargs"] = dict(env_kwargs or {})
+        episode["env_kwargs"] = json.dumps(dict(env_kwargs or {}), sort_keys=True)
         out.append({
             "prompt": row["prompt"],
             "data_source": row["env_id"],
@@ -104,7 +105,7 @@ class SopgymAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         episode = _episode_of(kwargs)
-        env = make_env(episode["env_id"], episode.get("env_kwargs"))
+        env = make_env(episode["env_id"], env_kwargs_of(episode.get("env_kwargs")))
         loop = asyncio.get_running_loop()
         timing = {"generate_sequences": 0.0}
         request_id = uuid4().hex  # one sticky session per episode, as verl's tool agent does

@@ -21,7 +21,7 @@ CONFIG = {"env_kwargs": ENV_KWARGS}
 
 
 def _row(env_id, split="train", index=0):
-    return skyrl_rows(env_id, split, 1, first_task=index)[0]
+    return skyrl_rows(env_id, split, 1, first_task=index, env_kwargs=ENV_KWARGS)[0]
 
 
 def _drive(row, policy_name, env_config=None):
@@ -59,6 +59,15 @@ def test_majority_through_skyrl_scores_what_sopgym_scores(env_id):
     reference = sopgym_run(row, "majority")
     assert sum(rewards) == reference.total_reward
     assert env.record == reference.record
+
+
+def test_row_env_kwargs_reach_the_env_without_a_config():
+    """SkyRL's trainer passes no config for ids it does not know: the row carries the env kwargs."""
+    row = skyrl_rows("sopgym/WarehouseReceiving-v0", "train", 1, env_kwargs={"invalid_action_penalty": 0.25})[0]
+    env = skyrl_gym.make(row["env_class"], env_config={}, extras=row)
+    env.init(row["prompt"])
+    assert env.step("no tool call here")["reward"] == -0.25
+    env.close()
 
 
 def test_env_config_kwargs_reach_the_env_and_shaping_is_summed_like_sopgym():

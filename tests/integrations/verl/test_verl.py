@@ -150,3 +150,14 @@ def test_a_row_without_its_episode_is_refused():
     row = dict(rows()[0], extra_info={})
     with pytest.raises(ValueError, match="extra_info.sopgym"):
         asyncio.run(_loop(FakeServerManager("oracle")).run({}, **row))
+
+
+def test_rows_written_to_parquet_run_as_written(tmp_path):
+    """verl reads its data from Parquet: the rows must survive the round trip (numpy ints, JSON env kwargs)."""
+    import pandas as pd
+
+    path = tmp_path / "train.parquet"
+    pd.DataFrame(list(rows())).to_parquet(path)
+    row = pd.read_parquet(path).to_dict("records")[0]
+    out = asyncio.run(_loop(FakeServerManager("oracle")).run({}, **row, raw_prompt=list(row["prompt"])))
+    assert out.reward_score == 1.0 and out.extra_fields["sopgym_record"] == reference("oracle", 0).record

@@ -13,7 +13,8 @@ validation (``sopgym validate-domain``) and benchmark runs of real models all ru
   like an unanswered episode (``SOPEnv.end_episode``), so every episode ends with a record.
 * **Env pools** (:class:`EnvPool`) own the env instances and step them; the runner only talks to
   the pool's ``reset``/``step``/``end`` over slots, so a pool whose envs live elsewhere (other
-  processes or hosts) can stand in for the in-process one.
+  processes or hosts) can stand in for the in-process one: :class:`~.ray_pool.RayEnvPool` (env
+  workers as Ray actors); :func:`make_env_pool` builds either.
 * **Results** (:class:`EpisodeResult`) keep the env's episode record (what the evaluator reads), the
   turns, and the return; success is only ever the evaluator's :func:`score_record` of the record.
 
@@ -37,7 +38,7 @@ from .progress import ProgressBar
 
 __all__ = [
     "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
-    "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
+    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
     "trajectory_lines",
 ]
 
@@ -71,6 +72,7 @@ class EndEpisode:
     Args:
         cause: ``context_budget`` (no room for another turn), ``stopped`` (the agent stopped replying)
             or ``inference`` (the model server failed: an infrastructure failure, not the policy's).
+            (``worker_lost`` is the pools' own: a remote pool ends an episode whose worker died with it.)
         message: why, kept in the last step's ``status_message``.
     """
 
@@ -266,6 +268,40 @@ class EnvPool:
                 env.close()
         self._envs.clear()
         self._slots.clear()
+
+
+POOL_BACKENDS = ("inprocess", "ray")
+
+
+def make_env_pool(
+    make_env: Callable[[str], Any],
+    backend: str = "inprocess",
+    num_workers: int = 2,
+    address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    resources: Mapping[str, float] | None = None,
+) -> Any:
+    """The env pool a run asked for: in-process, or env workers on Ray.
+
+    Args:
+        make_env: ``env_id -> env``.
+        backend: ``inprocess`` (:class:`EnvPool`; the other arguments are unused) or ``ray``
+            (:class:`~.ray_pool.RayEnvPool` with ``num_workers`` actors; needs the ``ray`` extra).
+        num_workers, address, cpus_per_worker, resources: see :class:`~.ray_pool.RayEnvPool`.
+
+    Returns:
+        A pool with ``reset``/``step``/``end``/``close``.
+
+    Raises:
+        ValueError: an unknown backend or bad worker settings.
+    """
+    if backend == "inprocess":
+        return EnvPool(make_env)
+    if backend == "ray":
+        from .ray_pool import RayEnvPool
+
+        return RayEnvPool(make_env, num_workers, address=address, cpus_per_worker=cpus_per_worker, resources=resources)
+    raise ValueError(f"env pool backend must be one of {POOL_BACKENDS}, got {backend!r}")
 
 
 # --------------------------------------------------------------------------------------------------

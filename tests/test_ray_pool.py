@@ -8,11 +8,11 @@ with the reason, except under ``SOPGYM_REQUIRE_RAY=1`` (CI), where they fail.
 from __future__ import annotations
 
 import pytest
-from conftest import AUTHORED_ENV_IDS
 from ray_helpers import Killer, arm, dying_factory, make_env, result_view, stalling_factory
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
+from sopgym.envs.registration import registered_env_ids
 from sopgym.evaluation import evaluate_records
 from sopgym.evaluation.ray_pool import RayEnvPool, WorkerLost
 from sopgym.evaluation.runner import (
@@ -45,7 +45,7 @@ def ray_pool(ray_session):
 
 
 @pytest.mark.parametrize("policy", ["random", "oracle"])
-@pytest.mark.parametrize("env_id", AUTHORED_ENV_IDS)
+@pytest.mark.parametrize("env_id", registered_env_ids("sopgym"))
 def test_ray_workers_give_the_in_process_episodes(ray_pool, env_id, policy):
     specs = task_specs(env_id, "test", 3, samples_per_task=2, seed=7)
     expected = in_process(specs, builtin_policy_agent(policy), concurrency=4)

@@ -151,3 +151,33 @@ def test_bad_worker_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="must be"):
         RayEnvPool(make_env, **kwargs)
 
+
+
+def test_sopgym_eval_on_ray_workers_writes_the_in_process_results(ray_session, tmp_path):
+    from sopgym import cli
+
+    common = ["eval", "--env", WR, "--policy", "random", "--episodes", "6", "--samples-per-task", "2", "--k", "2",
+              "--n-bootstrap", "50", "--quiet"]
+    assert cli.main([*common, "--out", str(tmp_path / "local.json"), "--trajectories", str(tmp_path / "local.jsonl")]) == 0
+    assert cli.main([*common, "--workers", "2", "--concurrency", "5", "--out", str(tmp_path / "ray.json"),
+                     "--trajectories", str(tmp_path / "ray.jsonl")]) == 0
+    assert (tmp_path / "ray.json").read_text() == (tmp_path / "local.json").read_text()
+    assert by_episode(tmp_path / "ray.jsonl") == by_episode(tmp_path / "local.jsonl")
+
+
+def by_episode(path) -> dict[int, list[str]]:
+    """A trajectory file's lines per episode (episodes are written as they finish, so with more than
+    one running at once the file's order of episodes differs)."""
+    import json
+
+    out: dict[int, list[str]] = {}
+    for line in path.read_text().splitlines():
+        out.setdefault(json.loads(line)["episode_index"], []).append(line)
+    return out
+
+
+def test_sopgym_eval_refuses_a_ray_address_without_workers(capsys):
+    from sopgym import cli
+
+    assert cli.main(["eval", "--env", WR, "--ray-address", "auto"]) == 2
+    assert "--ray-address 'auto' needs --workers N" in capsys.readouterr().err

@@ -74,7 +74,10 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, **kwarg
     """
     # Never report usage statistics: set before Ray starts, so its processes inherit it.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(f"Ray env workers need ray: pip install 'sopgym[ray]' ({exc})") from exc
 
     if ray.is_initialized():
         return False
@@ -216,17 +219,18 @@ class RayEnvPool:
         """Start Ray (if needed) and the workers; the first ``reset`` does it when not called before.
 
         Raises:
+            ImportError: ray is not installed.
             WorkerLost: a worker could not be started (e.g. ``make_env`` does not unpickle there).
         """
         if self._workers:
             return
-        import ray
-
         self._owns_ray = init_ray(self.address, num_cpus=max(1, math.ceil(self.num_workers * self.cpus_per_worker)), **self.init_kwargs)
         options: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": 0, "max_task_retries": 0,
                                    "scheduling_strategy": "SPREAD"}
         if self.resources:
             options["resources"] = self.resources
+        import ray
+
         self._actor_cls = ray.remote(**options)(EnvWorker)
         self._make_env_ref = ray.put(self.make_env)
         self._workers = [self._actor_cls.remote(self._make_env_ref) for _ in range(self.num_workers)]
@@ -292,11 +296,11 @@ class RayEnvPool:
     def _run(self, ops: list[tuple[str, int, Any]]) -> list[Any]:
         """One batched call per worker, all in flight at once; dead workers are replaced and their
         operations answered by the replacement (resets retried, episodes ended as lost)."""
-        import ray
-
         if not ops:
             return []
         self.start()
+        import ray
+
         ops = [op if op[0] == "reset" or op[1] not in self._lost else self._lost_op(op[1]) for op in ops]
         out: list[Any] = [None] * len(ops)
         todo = list(range(len(ops)))

@@ -462,6 +462,9 @@ def run_policy(
     env_kwargs: Mapping[str, Any] | None = None,
     trajectories_path: str | os.PathLike | None = None,
     progress: bool = True,
+    workers: int = 0,
+    address: str | None = None,
+    concurrency: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run a built-in policy on tasks ``0 .. episodes-1`` of ``split``, each ``samples_per_task`` times.
 
@@ -476,6 +479,10 @@ def run_policy(
         trajectories_path: when given, every step and episode is written there as JSONL, in the
             format of :class:`~sopgym.envs.wrappers.RecordTrajectory`.
         progress: draw a progress bar on stderr.
+        workers: 0: the envs run in this process; N: on N Ray env workers (``sopgym[ray]``), stepped
+            in parallel. The records are the same either way.
+        address: the Ray cluster of the workers (None: Ray on this machine); see :func:`make_env_pool`.
+        concurrency: episodes at once (None: 1 in-process, 16 per Ray worker). Records do not depend on it.
 
     Returns:
         The episode records, task-major (all samples of task 0, then task 1, ...).
@@ -483,20 +490,48 @@ def run_policy(
     Raises:
         ValueError: on a bad count, an unknown policy, or more tasks than the split holds.
     """
-    import gymnasium as gym
-
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
     specs = task_specs(env_id, split, episodes, samples_per_task, seed)
     agent = builtin_policy_agent(policy_name)
-    pool = EnvPool(lambda i: gym.make(i, **{**dict(env_kwargs or {}), "split": split}))
+    kwargs = {**dict(env_kwargs or {}), "split": split}
+    make = _GymMaker(kwargs)
+    if workers:
+        pool = make_env_pool(make, "ray", num_workers=workers, address=address)
+    else:
+        pool = EnvPool(make)
     try:
-        size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
+        if isinstance(pool, EnvPool):
+            size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
+        else:  # the pool's envs live in the workers: ask a local one
+            probe = make(env_id)
+            try:
+                size = probe.unwrapped.pack.num_tasks(split)
+            finally:
+                probe.close()
         if size is not None and episodes > size:
             raise ValueError(f"split {split!r} of {env_id} has {size} tasks; got episodes={episodes}")
+        if concurrency is None:
+            concurrency = 16 * workers if workers else 1
         with _TrajectoryWriter(trajectories_path) as write:
-            results = run_episodes(specs, agent, pool, concurrency=1, on_result=write, progress=progress)
+            results = run_episodes(specs, agent, pool, concurrency=concurrency, on_result=write, progress=progress)
         return [r.record for r in results]
     finally:
         pool.close()
+
+
+class _GymMaker:
+    """``env_id -> gymnasium.make(env_id, **kwargs)``, picklable (it travels to Ray env workers)."""
+
+    def __init__(self, kwargs: Mapping[str, Any]):
+        self.kwargs = dict(kwargs)
+
+    def __call__(self, env_id: str) -> Any:
+        import gymnasium as gym
+
+        import sopgym  # noqa: F401  (registers the envs, in a worker too)
+
+        return gym.make(env_id, **self.kwargs)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -139,6 +139,15 @@ def test_a_worker_that_dies_on_every_start_ends_the_call_instead_of_looping(ray_
         pool.close()
 
 
+def test_a_worker_no_node_can_place_fails_with_what_it_asked_for_instead_of_hanging(ray_session):
+    pool = RayEnvPool(make_env, num_workers=1, resources={"no_such_host": 1}, start_timeout_s=5)
+    try:
+        with pytest.raises(WorkerLost, match="did not start within 5 s; it needs .*'no_such_host': 1"):
+            pool.start()
+    finally:
+        pool.close()
+
+
 def test_make_env_pool_is_in_process_by_default_and_refuses_an_unknown_backend():
     assert type(make_env_pool(make_env)) is EnvPool
     assert type(make_env_pool(make_env, "ray", num_workers=3)) is RayEnvPool  # no Ray started until used
@@ -146,7 +155,8 @@ def test_make_env_pool_is_in_process_by_default_and_refuses_an_unknown_backend()
         make_env_pool(make_env, "dask")
 
 
-@pytest.mark.parametrize("kwargs", [{"num_workers": 0}, {"num_workers": 1.5}, {"cpus_per_worker": -1}, {"max_replacements": -1}])
+@pytest.mark.parametrize("kwargs", [{"num_workers": 0}, {"num_workers": 1.5}, {"cpus_per_worker": -1}, {"max_replacements": -1},
+                                    {"start_timeout_s": 0}])
 def test_bad_worker_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="must be"):
         RayEnvPool(make_env, **kwargs)
@@ -181,3 +191,18 @@ def test_sopgym_eval_refuses_a_ray_address_without_workers(capsys):
 
     assert cli.main(["eval", "--env", WR, "--ray-address", "auto"]) == 2
     assert "--ray-address 'auto' needs --workers N" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_env_worker_benchmark_runs_and_its_ray_runs_give_the_in_process_records(ray_session):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "env_workers.py"
+    out = subprocess.run([sys.executable, str(script), "--envs", "4", "--episodes", "8", "--repeats", "1", "--workers", "2",
+                          "--cases", "inprocess"], capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, f"benchmarks/env_workers.py exited {out.returncode}, expected 0:\n{out.stderr[-3000:]}"
+    assert "every Ray run gave the in-process records: yes" in out.stdout
+    assert re.search(r"^inprocess\s+ray x2\s+\d+\s+\d+\s+\d+\.\d+x$", out.stdout, re.M), out.stdout

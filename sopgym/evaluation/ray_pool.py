@@ -163,10 +163,12 @@ class RayEnvPool:
             on the nodes started with that resource (the hosts with Docker, not the GPU nodes).
         max_replacements: workers replaced in a row within one call before it gives up with
             :class:`WorkerLost` (a worker that dies on every start must not loop forever).
+        start_timeout_s: how long a worker may take to be placed and started (Ray waits forever for
+            resources no node has) before :class:`WorkerLost` says what it asked for.
         init_kwargs: more ``ray.init`` options when the pool starts Ray.
 
     Raises:
-        ValueError: a bad ``num_workers``, ``cpus_per_worker`` or ``max_replacements``.
+        ValueError: a bad ``num_workers``, ``cpus_per_worker``, ``max_replacements`` or ``start_timeout_s``.
 
     Example:
         >>> pool = RayEnvPool(lambda env_id: gymnasium.make(env_id, sandbox="docker"), num_workers=4)  # doctest: +SKIP
@@ -183,6 +185,7 @@ class RayEnvPool:
         cpus_per_worker: float = 1.0,
         resources: Mapping[str, float] | None = None,
         max_replacements: int = 3,
+        start_timeout_s: float = 600.0,
         init_kwargs: Mapping[str, Any] | None = None,
     ):
         if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
@@ -191,12 +194,15 @@ class RayEnvPool:
             raise ValueError(f"cpus_per_worker must be a number >= 0, got {cpus_per_worker!r}")
         if isinstance(max_replacements, bool) or not isinstance(max_replacements, int) or max_replacements < 0:
             raise ValueError(f"max_replacements must be an integer >= 0, got {max_replacements!r}")
+        if isinstance(start_timeout_s, bool) or not isinstance(start_timeout_s, (int, float)) or start_timeout_s <= 0:
+            raise ValueError(f"start_timeout_s must be a number > 0, got {start_timeout_s!r}")
         self.make_env = make_env
         self.num_workers = num_workers
         self.address = address
         self.cpus_per_worker = float(cpus_per_worker)
         self.resources = dict(resources or {})
         self.max_replacements = max_replacements
+        self.start_timeout_s = float(start_timeout_s)
         self.init_kwargs = dict(init_kwargs or {})
         self.workers_lost = 0
         """Workers that died and were replaced, over the pool's life."""
@@ -204,6 +210,7 @@ class RayEnvPool:
         """Episodes ended as ``worker_lost`` infrastructure failures, over the pool's life."""
         self._owns_ray = False
         self._actor_cls: Any = None
+        self._options: dict[str, Any] = {}
         self._make_env_ref: Any = None
         self._workers: list[Any] = []
         self._where: list[dict[str, Any]] = []
@@ -231,20 +238,44 @@ class RayEnvPool:
             options["resources"] = self.resources
         import ray
 
+        self._options = options
         self._actor_cls = ray.remote(**options)(EnvWorker)
         self._make_env_ref = ray.put(self.make_env)
         self._workers = [self._actor_cls.remote(self._make_env_ref) for _ in range(self.num_workers)]
         self._where = [{} for _ in range(self.num_workers)]
-        for w in range(self.num_workers):
-            self._describe(w)
+        try:
+            for w in range(self.num_workers):
+                self._describe(w)
+        except WorkerLost:
+            self._kill_workers()
+            raise
+
+    def _kill_workers(self) -> None:
+        """End every worker now (no clean-up in them) and forget the running episodes."""
+        import ray
+
+        for handle in self._workers:
+            try:
+                ray.kill(handle, no_restart=True)
+            except Exception:  # noqa: BLE001, S110 - already gone: nothing to kill
+                pass
+        self._workers, self._where = [], []
+        self._running.clear()
+        self._lost.clear()
 
     def _describe(self, w: int) -> None:
         import ray
 
         try:
-            self._where[w] = ray.get(self._workers[w].describe.remote())
+            self._where[w] = ray.get(self._workers[w].describe.remote(), timeout=self.start_timeout_s)
         except ray.exceptions.RayActorError as exc:
             raise WorkerLost(f"env worker {w} could not start: {exc}") from exc
+        except ray.exceptions.GetTimeoutError as exc:
+            need = {"CPU": self._options["num_cpus"], **self.resources}
+            raise WorkerLost(
+                f"env worker {w} did not start within {self.start_timeout_s:.0f} s; it needs {need} and the "
+                f"cluster has {ray.available_resources()} available (of {ray.cluster_resources()})"
+            ) from exc
 
     def worker_info(self) -> list[dict[str, Any]]:
         """``{"pid", "node"}`` of each worker (starting them if needed)."""
@@ -277,7 +308,11 @@ class RayEnvPool:
         self.workers_lost += 1
         self._workers[w] = self._actor_cls.remote(self._make_env_ref)
         self._where[w] = {}
-        self._describe(w)
+        try:
+            self._describe(w)
+        except WorkerLost:  # no replacement: the pool cannot go on (a later call starts afresh)
+            self._kill_workers()
+            raise
         return message
 
     # ------------------------------------------------------------------ the pool interface
@@ -358,11 +393,7 @@ class RayEnvPool:
             # A graceful exit runs the workers' atexit handlers (the Docker pools' clean-up).
             ends = [w.__ray_terminate__.remote() for w in self._workers]
             ray.wait(ends, num_returns=len(ends), timeout=30)
-            for w in self._workers:
-                ray.kill(w, no_restart=True)
-            self._workers, self._where = [], []
-            self._running.clear()
-            self._lost.clear()
+            self._kill_workers()
         if self._owns_ray:
             import ray
 

@@ -105,3 +105,35 @@ class DieOnReset(gym.Wrapper):
 
 def dying_factory(env_id: str):
     return DieOnReset(make_env(env_id))
+
+
+class RewriteFirstMessage(gym.Wrapper):
+    """At the second step, changes the first message of ``info["messages"]``: ``copy`` in a new list
+    (the next step shows the original again), ``in_place`` in the env's own dict (every later step
+    shows the change). An env that rewrites its history must still reach the driver as it is."""
+
+    def __init__(self, env: gym.Env, how: str):
+        super().__init__(env)
+        self.how, self.steps = how, 0
+
+    def reset(self, **kwargs):
+        self.steps = 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        if self.steps == 2:
+            first = info["messages"][0]
+            if self.how == "in_place":
+                first["content"] += " (edited in place)"
+            else:
+                info = {**info, "messages": [{**first, "content": first["content"] + " (edited)"}, *info["messages"][1:]]}
+        return observation, reward, terminated, truncated, info
+
+
+def rewriting_factory(how: str):
+    def make(env_id: str):
+        return RewriteFirstMessage(make_env(env_id), how)
+
+    return make

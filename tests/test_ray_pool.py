@@ -8,7 +8,7 @@ with the reason, except under ``SOPGYM_REQUIRE_RAY=1`` (CI), where they fail.
 from __future__ import annotations
 
 import pytest
-from ray_helpers import Killer, arm, dying_factory, make_env, result_view, stalling_factory
+from ray_helpers import Killer, arm, dying_factory, make_env, result_view, rewriting_factory, stalling_factory
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
@@ -51,6 +51,36 @@ def test_ray_workers_give_the_in_process_episodes(ray_pool, env_id, policy):
     expected = in_process(specs, builtin_policy_agent(policy), concurrency=4)
     got = run_episodes(specs, builtin_policy_agent(policy), ray_pool, concurrency=4)
     assert [result_view(r) for r in got] == [result_view(r) for r in expected]
+
+
+@pytest.mark.parametrize("how", ["copy", "in_place"])
+def test_an_env_that_rewrites_an_earlier_message_reaches_the_driver_as_it_is(ray_session, how):
+    """Workers ship only the new messages of a step; a changed history must ship whole."""
+    specs = task_specs(WR, "test", 3, seed=2)
+    local, local_agent = EnvPool(rewriting_factory(how)), SeeingAgent()
+    remote, remote_agent = RayEnvPool(rewriting_factory(how), num_workers=2), SeeingAgent()
+    try:
+        expected = run_episodes(specs, local_agent, local)
+        got = run_episodes(specs, remote_agent, remote)
+    finally:
+        local.close()
+        remote.close()
+    assert any("(edited" in m[0]["content"] for m in local_agent.seen)  # the env did rewrite its history
+    assert remote_agent.seen == local_agent.seen
+    # (not reset_info: in-process, an in-place edit also reaches the reset info already handed out)
+    assert [(r.record, r.turns, r.final_info) for r in got] == [(r.record, r.turns, r.final_info) for r in expected]
+
+
+class SeeingAgent(PolicyAgent):
+    """The oracle, keeping a copy of every ``info["messages"]`` it is shown."""
+
+    def __init__(self):
+        super().__init__(lambda spec: make_policy("oracle"))
+        self.seen = []
+
+    def act(self, slots, observations, infos):
+        self.seen.extend([dict(m) for m in info["messages"]] for info in infos)
+        return super().act(slots, observations, infos)
 
 
 def test_an_env_error_in_a_worker_is_raised_with_its_type_and_the_worker_carries_on(ray_pool):

@@ -11,7 +11,9 @@ while the driver (the trainer's sampler, a model client) waits on one batch.
 Same records, same seeds, same results: a worker resets with the spec's seed and options and steps
 with the caller's replies, and only the outputs travel back (pickled: observations, rewards, flags,
 ``info``), so a seeded batch gives identical episodes whatever the number of workers (tested against
-the in-process pool).
+the in-process pool). ``info["messages"]`` (the whole chat, growing every turn) travels as the
+messages new since the worker's last answer for the slot (:class:`MessagesDelta`); the driver
+rebuilds the list, and an env that rewrote an earlier message gets its whole list shipped.
 
 A worker that dies (its process killed, its host lost, Ray's OOM killer) takes its envs' state with
 it. The pool replaces it with a fresh worker, and every episode that was running there ends as an
@@ -35,16 +37,18 @@ without dying (Ray's health checks detect dead processes and lost nodes, not a s
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .runner import EndEpisode, EnvPool, EpisodeSpec, StepOutput
 
-__all__ = ["RayEnvPool", "EnvWorker", "WorkerLost", "init_ray", "WORKER_LOST"]
+__all__ = ["RayEnvPool", "EnvWorker", "MessagesDelta", "WorkerLost", "init_ray", "WORKER_LOST"]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,16 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, **kwarg
     return True
 
 
+@dataclass(frozen=True)
+class MessagesDelta:
+    """``info["messages"]`` as sent by a worker: the first ``num_kept`` messages of the list it sent
+    last for this slot's episode, then ``new``. Chats only grow, so each step ships its new messages
+    instead of the whole chat again (whose size grows with every turn)."""
+
+    num_kept: int
+    new: list[Any]
+
+
 class EnvWorker:
     """One Ray actor's envs: an in-process :class:`EnvPool` of the slots the driver routes here.
 
@@ -114,6 +128,21 @@ class EnvWorker:
 
     def __init__(self, make_env: Callable[[str], Any]):
         self._pool = EnvPool(make_env)
+        self._sent: dict[int, list[Any]] = {}
+        """Per slot, a copy of the messages last sent for its episode (what the driver holds)."""
+
+    def _pack(self, slot: int, info: Any, new_episode: bool) -> Any:
+        """``info`` with its messages as a :class:`MessagesDelta` against what was sent last. The kept
+        prefix is checked equal to a copy of what was sent (so an env that rewrites an earlier message,
+        even in place, ships the whole list: ``num_kept=0``)."""
+        messages = info.get("messages") if isinstance(info, dict) else None
+        if not isinstance(messages, list):
+            self._sent.pop(slot, None)
+            return info
+        sent = None if new_episode else self._sent.get(slot)
+        kept = len(sent) if sent is not None and len(messages) >= len(sent) and messages[: len(sent)] == sent else 0
+        self._sent[slot] = (sent[:kept] if kept else []) + copy.deepcopy(messages[kept:])
+        return {**info, "messages": MessagesDelta(kept, messages[kept:])}
 
     def describe(self) -> dict[str, Any]:
         """Where the worker runs: ``{"pid", "node"}``."""
@@ -129,19 +158,27 @@ class EnvWorker:
         died, so reset its spec here and end it with ``end_episode("worker_lost", message)``.
         """
         out: list[Any] = []
-        for kind, slot, payload in ops:
-            if kind == "reset":
-                out.append(self._pool.reset([(slot, payload)])[0])
-            elif kind == "step":
-                out.append(self._pool.step([(slot, payload)])[0])
-            elif kind == "end":
-                out.append(self._pool.end([(slot, payload)])[0])
-            elif kind == "lost":
-                spec, message = payload
-                self._pool.reset([(slot, spec)])
-                out.append(self._pool.end([(slot, EndEpisode(WORKER_LOST, message))])[0])
-            else:
-                raise AssertionError(f"unknown operation {kind!r}")
+        try:
+            for kind, slot, payload in ops:
+                if kind == "reset":
+                    observation, info = self._pool.reset([(slot, payload)])[0]
+                    out.append((observation, self._pack(slot, info, True)))
+                    continue
+                if kind == "step":
+                    result = self._pool.step([(slot, payload)])[0]
+                elif kind == "end":
+                    result = self._pool.end([(slot, payload)])[0]
+                elif kind == "lost":
+                    spec, message = payload
+                    self._pool.reset([(slot, spec)])
+                    result = self._pool.end([(slot, EndEpisode(WORKER_LOST, message))])[0]
+                else:
+                    raise AssertionError(f"unknown operation {kind!r}")
+                out.append((*result[:4], self._pack(slot, result[4], kind == "lost")))
+        except BaseException:
+            for _, slot, _ in ops:  # the driver gets none of these answers: next time, whole lists
+                self._sent.pop(slot, None)
+            raise
         return out
 
     def close(self) -> None:
@@ -160,7 +197,8 @@ class RayEnvPool:
         cpus_per_worker: logical CPUs each actor reserves (Ray's scheduling). Fractions pack several
             workers per core, which suits envs that mostly wait on sandboxes.
         resources: custom Ray resources each actor needs, e.g. ``{"env_host": 1}`` to place workers only
-            on the nodes started with that resource (the hosts with Docker, not the GPU nodes).
+            on the nodes started with that resource (the hosts with Docker, not the GPU nodes). A local
+            Ray instance the pool starts offers them, so such a config also runs on one machine.
         max_replacements: workers replaced in a row within one call before it gives up with
             :class:`WorkerLost` (a worker that dies on every start must not loop forever).
         start_timeout_s: how long a worker may take to be placed and started (Ray waits forever for
@@ -216,10 +254,12 @@ class RayEnvPool:
         self._where: list[dict[str, Any]] = []
         self._running: dict[int, EpisodeSpec] = {}
         self._lost: dict[int, str] = {}
+        self._messages: dict[int, list[Any]] = {}
 
     # ------------------------------------------------------------------ workers
     @property
     def started(self) -> bool:
+        """Whether the workers are running (they start on the first call, or with :meth:`start`)."""
         return bool(self._workers)
 
     def start(self) -> None:
@@ -231,7 +271,11 @@ class RayEnvPool:
         """
         if self._workers:
             return
-        self._owns_ray = init_ray(self.address, num_cpus=max(1, math.ceil(self.num_workers * self.cpus_per_worker)), **self.init_kwargs)
+        init_kwargs = dict(self.init_kwargs)
+        if self.address is None and self.resources:  # a local instance offers what the workers ask for
+            init_kwargs.setdefault("resources", {k: v * self.num_workers for k, v in self.resources.items()})
+        started = init_ray(self.address, num_cpus=max(1, math.ceil(self.num_workers * self.cpus_per_worker)), **init_kwargs)
+        self._owns_ray = self._owns_ray or started
         options: dict[str, Any] = {"num_cpus": self.cpus_per_worker, "max_restarts": 0, "max_task_retries": 0,
                                    "scheduling_strategy": "SPREAD"}
         if self.resources:
@@ -262,6 +306,7 @@ class RayEnvPool:
         self._workers, self._where = [], []
         self._running.clear()
         self._lost.clear()
+        self._messages.clear()
 
     def _describe(self, w: int) -> None:
         import ray
@@ -360,7 +405,7 @@ class RayEnvPool:
                     error = error or exc
                     continue
                 for i, answer in zip(by_worker[w], answers):
-                    out[i] = answer
+                    out[i] = self._unpack(ops[i][1], answer)
             if error is not None:
                 raise error
             if todo:
@@ -379,6 +424,18 @@ class RayEnvPool:
                     self._running.pop(slot, None)
                     self._lost.pop(slot, None)
         return out
+
+    def _unpack(self, slot: int, answer: tuple) -> tuple:
+        """A worker's answer with ``info["messages"]`` whole again (see :class:`MessagesDelta`)."""
+        info = answer[-1]
+        delta = info.get("messages") if isinstance(info, dict) else None
+        if not isinstance(delta, MessagesDelta):
+            self._messages.pop(slot, None)
+            return answer
+        messages = self._messages.get(slot, [])[: delta.num_kept] + delta.new
+        assert len(messages) == delta.num_kept + len(delta.new), f"slot {slot}: the driver lost its message history"
+        self._messages[slot] = messages
+        return (*answer[:-1], {**info, "messages": list(messages)})
 
     def close(self) -> None:
         """Close every worker's envs (their sandboxes with them), end the workers, and shut Ray down

@@ -1,9 +1,11 @@
 """Env-worker benchmark: episodes/s of a scripted policy at 64 concurrent envs, in-process vs Ray workers.
 
     python benchmarks/env_workers.py [--envs 64] [--episodes 512] [--workers 2,4] [--repeats 3]
-                                     [--policy oracle] [--cases inprocess,docker]
+                                     [--policy oracle] [--cases inprocess,docker,latency] [--latency-ms 10]
 
-For each case (one domain, its stateful tools in this process or in Docker containers), the same
+For each case (one domain, its stateful tools in this process or in Docker containers; ``latency``:
+in this process, each step first waiting ``--latency-ms`` without using CPU, as a tool that waits on
+a remote service would, a synthetic case that shows how waiting scales), the same
 seeded episodes (``task_specs`` of the train split) run through the one episode runner with
 ``--envs`` episodes at once, on the in-process ``EnvPool`` (the baseline) and on ``RayEnvPool`` with
 each ``--workers`` count. Every pool is built and warmed up (envs made, containers started, one full
@@ -25,26 +27,43 @@ import statistics
 import sys
 import time
 
+import gymnasium as gym
+
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.evaluation.ray_pool import RayEnvPool, init_ray
 from sopgym.evaluation.runner import EnvPool, builtin_policy_agent, run_episodes, task_specs
 
 ENV_ID = "sopgym/CustomerServiceTroubleshooting-v0"
-CASES = {"inprocess": {"sandbox": "inprocess"}, "docker": {"sandbox": "docker"}}
+#: case -> (gymnasium.make kwargs, whether each step also waits --latency-ms)
+CASES = {"inprocess": ({"sandbox": "inprocess"}, False), "docker": ({"sandbox": "docker"}, False),
+         "latency": ({"sandbox": "inprocess"}, True)}
 
 
 class Maker:
-    """``env_id -> gymnasium.make(env_id, **kwargs)``; picklable for the workers."""
+    """``env_id -> gymnasium.make(env_id, **kwargs)``, each step waiting ``latency_s`` first when > 0;
+    picklable for the workers."""
 
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
+    def __init__(self, latency_s: float = 0.0, **kwargs):
+        self.latency_s, self.kwargs = latency_s, kwargs
 
     def __call__(self, env_id: str):
-        import gymnasium as gym
-
         from sopgym.envs import registration  # noqa: F401  (importing sopgym registers the envs in a worker)
 
-        return gym.make(env_id, **self.kwargs)
+        env = gym.make(env_id, **self.kwargs)
+        return Waiting(env, self.latency_s) if self.latency_s > 0 else env
+
+
+class Waiting(gym.Wrapper):
+    """Every step first waits (sleeps) ``latency_s``: a tool that waits on a remote service or a slow
+    sandbox, without using CPU. Synthetic: it shows how waiting scales with workers."""
+
+    def __init__(self, env: gym.Env, latency_s: float):
+        super().__init__(env)
+        self.latency_s = latency_s
+
+    def step(self, action):
+        time.sleep(self.latency_s)
+        return self.env.step(action)
 
 
 def run(pool, specs, policy: str, envs: int) -> tuple[float, list[dict]]:
@@ -62,6 +81,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--policy", default="oracle")
     parser.add_argument("--cases", default="inprocess,docker", help=f"comma-separated, of {sorted(CASES)}")
+    parser.add_argument("--latency-ms", type=float, default=10.0, help="the latency case's wait per step")
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",") if w]
     cases = [c for c in args.cases.split(",") if c]
@@ -80,7 +100,8 @@ def main() -> int:
     all_identical = True
     try:
         for case in cases:
-            make = Maker(**CASES[case])
+            kwargs, waits = CASES[case]
+            make = Maker(args.latency_ms / 1000 if waits else 0.0, **kwargs)
             pools: dict[str, object] = {"in-process": EnvPool(make)}
             for n in workers:
                 pools[f"ray x{n}"] = RayEnvPool(make, num_workers=n)

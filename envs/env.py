@@ -24,7 +24,7 @@ from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
 from sopgym.sandboxes.schema import SchemaError, validate
 from sopgym.sop_tasks.pack import SPLITS, SUBMIT_TOOL, DomainPack, Task
 from sopgym.sop_tasks.registry import get_pack
-from sopgym.status import END_CAUSES, INVALID_ACTION, INVALID_ACTION_VALUES, Status, worst
+from sopgym.status import END_CAUSES, INFRASTRUCTURE, INVALID_ACTION, INVALID_ACTION_VALUES, Status, worst
 
 from . import rendering
 from .parsing import parse_reply
@@ -225,11 +225,12 @@ class SOPEnv(gym.Env):
         tools, or a model server that failed. The answer is whatever was submitted, so nothing (an
         episode that had submitted has already ended): every field and state check scores 0 and no
         shaping is added. The episode is truncated with ``truncation_cause=cause`` and the status of
-        :data:`sopgym.status.END_CAUSES`; ``inference`` marks an infrastructure failure (excluded
-        from success rates and advantages), the other causes are the policy's.
+        :data:`sopgym.status.END_CAUSES`; ``inference`` and ``worker_lost`` mark an infrastructure
+        failure (excluded from success rates and advantages), the other causes are the policy's.
 
         Args:
-            cause: ``context_budget``, ``stopped`` or ``inference``.
+            cause: ``context_budget``, ``stopped``, ``inference`` or ``worker_lost`` (the env worker
+                running the episode died; a remote pool ends the episode on a fresh env of its spec).
             message: why, for ``info["status_message"]`` (e.g. the server's error).
 
         Returns:
@@ -246,7 +247,7 @@ class SOPEnv(gym.Env):
         if self._task is None or self._done:
             raise ResetNeeded("end_episode() called with no episode running: call reset() first")
         status = END_CAUSES[cause]
-        if status is Status.ERROR_INFERENCE:
+        if status in INFRASTRUCTURE:
             self._infra_failure = True
         self._done = True
         final_state = self._final_state()

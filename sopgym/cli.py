@@ -87,6 +87,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
 def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "eval", help="run a built-in policy on an env and report the evaluator's metrics",
@@ -112,6 +119,13 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                         help="another gymnasium.make kwarg (repeatable); VALUE is read as JSON when it parses, "
                              "else as a string, e.g. --env-arg max_turns=4 --env-arg tools_runner=subprocess")
     parser.add_argument("--n-bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% intervals (0: off)")
+    parser.add_argument("--workers", type=_non_negative_int, default=0, metavar="N",
+                        help="run the envs on N Ray env workers, stepped in parallel (needs sopgym[ray]; 0: in this "
+                             "process). The records are the same; see docs/scaling.md")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="with --workers: the Ray cluster (auto, host:6379, ray://host:10001); default: Ray on this machine")
+    parser.add_argument("--concurrency", type=_positive_int, default=None,
+                        help="episodes at once (default: 1, or 16 per Ray worker); the records do not depend on it")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=cmd_eval)
     return parser
@@ -180,6 +194,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     import sopgym  # noqa: F401 - registers the envs
     from sopgym.evaluation import evaluate_records, run_policy
 
+    if args.ray_address is not None and not args.workers:
+        print(f"sopgym eval: --ray-address {args.ray_address!r} needs --workers N (N >= 1)", file=sys.stderr)
+        return 2
     if args.k > args.samples_per_task:
         print(f"sopgym eval: --k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): "
               "pass@k needs n >= k samples per task", file=sys.stderr)
@@ -197,9 +214,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         records = run_policy(
             args.env, args.policy, args.episodes, args.samples_per_task, args.seed, args.split, env_kwargs,
-            trajectories_path=args.trajectories, progress=not args.quiet,
+            trajectories_path=args.trajectories, progress=not args.quiet, workers=args.workers,
+            address=args.ray_address, concurrency=args.concurrency,
         )
-    except (ValueError, TypeError, gym.error.Error) as exc:  # bad counts, unknown policy or env, bad env kwargs
+    except (ValueError, TypeError, gym.error.Error, ImportError) as exc:  # bad counts, policy, env or kwargs; no ray
         print(f"sopgym eval: {exc}", file=sys.stderr)
         return 2
     metrics = evaluate_records(records, k=args.k, n_bootstrap=args.n_bootstrap, seed=args.seed)

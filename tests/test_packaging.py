@@ -70,3 +70,13 @@ def test_installed_package_registers_and_runs_every_authored_env(installed):
     out = _run(installed, code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == AUTHORED_ENV_IDS
+
+
+def test_the_all_extra_that_ci_installs_holds_every_optional_dependency_the_tests_run():
+    import configparser
+
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(REPO / "setup.cfg")
+    extras = cfg["options.extras_require"]
+    for name in ("train", "mlflow", "docker", "ray", "sopbench", "test"):
+        assert f"%({name})s" in extras["all"], f"the 'all' extra (scripts/setup.sh, CI) misses {name!r}"

@@ -19,6 +19,8 @@ LOSSES = ("ppo_clip", "cispo", "is_reinforce")
 AGGREGATIONS = ("token", "sequence")
 ATTENTION = ("auto", "flash_varlen", "sdpa_varlen", "sdpa", "eager")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
+WORKER_BACKENDS = ("inprocess", "ray")
+"""Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""
 
 
 @dataclass
@@ -59,6 +61,49 @@ class ModelConfig:
 
 
 @dataclass
+class EnvWorkersConfig:
+    """Where the envs (and their sandboxes) run while the policy generates."""
+
+    backend: str = "inprocess"
+    """``inprocess``: in the trainer's process, stepped one after another (no extra dependency).
+    ``ray``: in ``num_workers`` Ray actors that step their envs in parallel (``pip install 'sopgym[ray]'``).
+    Ray pays off when a step costs real time (Docker sandboxes, slow tools) or the envs must run on
+    other hosts than the GPUs; for cheap in-process envs each round's round trip costs more than it
+    saves (docs/scaling.md has the measured ratios)."""
+    num_workers: int = 2
+    """Ray actors; each owns the envs of every ``num_workers``-th episode slot. More workers step more
+    envs at once, up to the CPUs available; a worker that dies costs only its own running episodes
+    (ended as ``worker_lost`` infrastructure failures: excluded from advantages, counted in
+    ``rollout/infrastructure_failures``), and it is replaced."""
+    address: str | None = None
+    """null: start Ray on this machine (loopback only, stopped at the end of the run). ``auto``: the
+    cluster this machine joined with ``ray start``; ``host:6379`` or ``ray://host:10001``: that cluster,
+    whose nodes need the same sopgym (and domain data) installed."""
+    cpus_per_worker: float = 1.0
+    """Logical CPUs each worker reserves in Ray's scheduler. Fractions pack several workers per core,
+    which suits envs that mostly wait on their sandboxes."""
+    resources: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each worker needs, e.g. ``{env_host: 1}`` to place the workers only on the
+    nodes started with ``ray start --resources '{"env_host": 8}'`` (the hosts with Docker)."""
+
+    def __post_init__(self) -> None:
+        if self.backend not in WORKER_BACKENDS:
+            raise ValueError(f"env.workers.backend must be one of {WORKER_BACKENDS}, got {self.backend!r}")
+        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
+            raise ValueError(f"env.workers.num_workers must be an integer >= 1, got {self.num_workers!r}")
+        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
+            raise ValueError(f"env.workers.address must be null or a Ray address (auto, host:port, ray://host:port), got {self.address!r}")
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(f"env.workers.address is set ({self.address!r}) but env.workers.backend is {self.backend!r}, expected 'ray'")
+        if isinstance(self.cpus_per_worker, bool) or not isinstance(self.cpus_per_worker, (int, float)) or self.cpus_per_worker < 0:
+            raise ValueError(f"env.workers.cpus_per_worker must be a number >= 0, got {self.cpus_per_worker!r}")
+        if not isinstance(self.resources, dict) or not all(
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0 for k, v in self.resources.items()
+        ):
+            raise ValueError(f"env.workers.resources must map resource names to numbers >= 0, got {self.resources!r}")
+
+
+@dataclass
 class EnvConfig:
     env_ids: list[str] = field(default_factory=list)
     """Gymnasium ids of authored domains to train on (``sopgym/<Domain>-v0``); tasks alternate over them."""
@@ -73,8 +118,18 @@ class EnvConfig:
     max_tool_output_chars: int = 2000
     allow_restricted_training: bool = False
     """Train on a domain whose ``training_allowed`` is False. Recorded in MLflow when used. Never for SOP-Bench."""
+    workers: EnvWorkersConfig = field(default_factory=EnvWorkersConfig)
+    """Where the envs run: in-process (default) or on Ray env workers (``{backend: ray, num_workers: N}``)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.workers, dict):
+            allowed = {f.name for f in dataclasses.fields(EnvWorkersConfig)}
+            bad = set(self.workers) - allowed
+            if bad:
+                raise ValueError(f"unknown keys in env.workers: {sorted(bad)} (expected some of {sorted(allowed)})")
+            self.workers = EnvWorkersConfig(**_coerce(EnvWorkersConfig, self.workers))
+        elif not isinstance(self.workers, EnvWorkersConfig):
+            raise ValueError(f"env.workers must be a mapping, got {self.workers!r}")
         if not self.env_ids:
             raise ValueError("env.env_ids must name at least one environment")
         for env_id in self.env_ids:

@@ -13,6 +13,7 @@ Honest simplifications:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import random
 import signal
@@ -30,7 +31,7 @@ from .config import TrainConfig, config_to_dict, flatten
 from .modeling import load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, optimiser_step
 from .policy.hf import HFPolicy
-from .rollout import EnvPool, collect, group_spec_list, gym_env_factory
+from .rollout import EnvPool, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, divergence_warning, eval_metrics, rollout_metrics
 from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
@@ -131,7 +132,9 @@ def train(
         "max_turns": cfg.env.max_turns, "max_context": cfg.env.max_context,
         "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs,
     }
-    pool = EnvPool(make_env or gym_env_factory(env_kwargs, length_fn))
+    # In-process, or Ray env workers (cfg.env.workers); a Ray pool starts on its first reset, after the
+    # tokenizer exists, and ships this factory (with the token counter) to its workers.
+    pool = make_env_pool(make_env or gym_env_factory(env_kwargs, length_fn), **dataclasses.asdict(cfg.env.workers))
 
     # ---- demonstrations (SFT data and tokenizer texts) ----
     # Collected with no context budget: the token counter does not exist before the BPE is trained on

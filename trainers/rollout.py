@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
+from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
 from sopgym.status import TOOL_FAILURE_VALUES
 
 from .episodes import Episode, EpisodeBuilder
 
 __all__ = ["TrainingNotAllowed", "TokenAgent", "EnvPool", "EpisodeSpec", "collect", "finish_episode",
-           "group_spec_list", "gym_env_factory"]
+           "group_spec_list", "gym_env_factory", "make_env_pool"]
 
 
 class TrainingNotAllowed(RuntimeError):

@@ -13,7 +13,8 @@ validation (``sopgym validate-domain``) and benchmark runs of real models all ru
   like an unanswered episode (``SOPEnv.end_episode``), so every episode ends with a record.
 * **Env pools** (:class:`EnvPool`) own the env instances and step them; the runner only talks to
   the pool's ``reset``/``step``/``end`` over slots, so a pool whose envs live elsewhere (other
-  processes or hosts) can stand in for the in-process one.
+  processes or hosts) can stand in for the in-process one: :class:`~.ray_pool.RayEnvPool` (env
+  workers as Ray actors); :func:`make_env_pool` builds either.
 * **Results** (:class:`EpisodeResult`) keep the env's episode record (what the evaluator reads), the
   turns, and the return; success is only ever the evaluator's :func:`score_record` of the record.
 
@@ -37,7 +38,7 @@ from .progress import ProgressBar
 
 __all__ = [
     "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
-    "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
+    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
     "trajectory_lines",
 ]
 
@@ -71,6 +72,7 @@ class EndEpisode:
     Args:
         cause: ``context_budget`` (no room for another turn), ``stopped`` (the agent stopped replying)
             or ``inference`` (the model server failed: an infrastructure failure, not the policy's).
+            (``worker_lost`` is the pools' own: a remote pool ends an episode whose worker died with it.)
         message: why, kept in the last step's ``status_message``.
     """
 
@@ -268,6 +270,40 @@ class EnvPool:
         self._slots.clear()
 
 
+POOL_BACKENDS = ("inprocess", "ray")
+
+
+def make_env_pool(
+    make_env: Callable[[str], Any],
+    backend: str = "inprocess",
+    num_workers: int = 2,
+    address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    resources: Mapping[str, float] | None = None,
+) -> Any:
+    """The env pool a run asked for: in-process, or env workers on Ray.
+
+    Args:
+        make_env: ``env_id -> env``.
+        backend: ``inprocess`` (:class:`EnvPool`; the other arguments are unused) or ``ray``
+            (:class:`~.ray_pool.RayEnvPool` with ``num_workers`` actors; needs the ``ray`` extra).
+        num_workers, address, cpus_per_worker, resources: see :class:`~.ray_pool.RayEnvPool`.
+
+    Returns:
+        A pool with ``reset``/``step``/``end``/``close``.
+
+    Raises:
+        ValueError: an unknown backend or bad worker settings.
+    """
+    if backend == "inprocess":
+        return EnvPool(make_env)
+    if backend == "ray":
+        from .ray_pool import RayEnvPool
+
+        return RayEnvPool(make_env, num_workers, address=address, cpus_per_worker=cpus_per_worker, resources=resources)
+    raise ValueError(f"env pool backend must be one of {POOL_BACKENDS}, got {backend!r}")
+
+
 # --------------------------------------------------------------------------------------------------
 # The loop
 # --------------------------------------------------------------------------------------------------
@@ -426,6 +462,9 @@ def run_policy(
     env_kwargs: Mapping[str, Any] | None = None,
     trajectories_path: str | os.PathLike | None = None,
     progress: bool = True,
+    workers: int = 0,
+    address: str | None = None,
+    concurrency: int | None = None,
 ) -> list[dict[str, Any]]:
     """Run a built-in policy on tasks ``0 .. episodes-1`` of ``split``, each ``samples_per_task`` times.
 
@@ -440,6 +479,10 @@ def run_policy(
         trajectories_path: when given, every step and episode is written there as JSONL, in the
             format of :class:`~sopgym.envs.wrappers.RecordTrajectory`.
         progress: draw a progress bar on stderr.
+        workers: 0: the envs run in this process; N: on N Ray env workers (``sopgym[ray]``), stepped
+            in parallel. The records are the same either way.
+        address: the Ray cluster of the workers (None: Ray on this machine); see :func:`make_env_pool`.
+        concurrency: episodes at once (None: 1 in-process, 16 per Ray worker). Records do not depend on it.
 
     Returns:
         The episode records, task-major (all samples of task 0, then task 1, ...).
@@ -447,20 +490,48 @@ def run_policy(
     Raises:
         ValueError: on a bad count, an unknown policy, or more tasks than the split holds.
     """
-    import gymnasium as gym
-
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
     specs = task_specs(env_id, split, episodes, samples_per_task, seed)
     agent = builtin_policy_agent(policy_name)
-    pool = EnvPool(lambda i: gym.make(i, **{**dict(env_kwargs or {}), "split": split}))
+    kwargs = {**dict(env_kwargs or {}), "split": split}
+    make = _GymMaker(kwargs)
+    if workers:
+        pool = make_env_pool(make, "ray", num_workers=workers, address=address)
+    else:
+        pool = EnvPool(make)
     try:
-        size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
+        if isinstance(pool, EnvPool):
+            size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
+        else:  # the pool's envs live in the workers: ask a local one
+            probe = make(env_id)
+            try:
+                size = probe.unwrapped.pack.num_tasks(split)
+            finally:
+                probe.close()
         if size is not None and episodes > size:
             raise ValueError(f"split {split!r} of {env_id} has {size} tasks; got episodes={episodes}")
+        if concurrency is None:
+            concurrency = 16 * workers if workers else 1
         with _TrajectoryWriter(trajectories_path) as write:
-            results = run_episodes(specs, agent, pool, concurrency=1, on_result=write, progress=progress)
+            results = run_episodes(specs, agent, pool, concurrency=concurrency, on_result=write, progress=progress)
         return [r.record for r in results]
     finally:
         pool.close()
+
+
+class _GymMaker:
+    """``env_id -> gymnasium.make(env_id, **kwargs)``, picklable (it travels to Ray env workers)."""
+
+    def __init__(self, kwargs: Mapping[str, Any]):
+        self.kwargs = dict(kwargs)
+
+    def __call__(self, env_id: str) -> Any:
+        import gymnasium as gym
+
+        import sopgym  # noqa: F401  (registers the envs, in a worker too)
+
+        return gym.make(env_id, **self.kwargs)
 
 
 # --------------------------------------------------------------------------------------------------

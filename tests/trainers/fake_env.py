@@ -113,8 +113,10 @@ class FakeSopEnv(gymnasium.Env):
 
     def end_episode(self, cause="stopped", message=""):
         """The sopgym contract: end now, scored like an unanswered episode (see SOPEnv.end_episode)."""
-        infra = cause == "inference"
-        status = {"context_budget": "TRUNCATED_BUDGET", "stopped": "TRUNCATED_STOPPED", "inference": "ERROR_INFERENCE"}[cause]
+        from sopgym.status import END_CAUSES, INFRASTRUCTURE
+
+        infra = END_CAUSES[cause] in INFRASTRUCTURE
+        status = END_CAUSES[cause].value
         info = {
             "status": status, "turn_status": None, "status_message": message, "messages": list(self.messages),
             "reward_components": {"correct": 0.0}, "truncation_cause": cause, "infrastructure_failure": infra,

@@ -225,11 +225,11 @@ class SOPEnv(gym.Env):
         tools, or a model server that failed. The answer is whatever was submitted, so nothing (an
         episode that had submitted has already ended): every field and state check scores 0 and no
         shaping is added. The episode is truncated with ``truncation_cause=cause`` and the status of
-        :data:`sopgym.status.END_CAUSES`; ``inference`` and ``worker_lost`` mark an infrastructure
+        :data:`sopgym.status.END_CAUSES`; ``inference`` and ``env_lost`` mark an infrastructure
         failure (excluded from success rates and advantages), the other causes are the policy's.
 
         Args:
-            cause: ``context_budget``, ``stopped``, ``inference`` or ``worker_lost`` (the env worker
+            cause: ``context_budget``, ``stopped``, ``inference`` or ``env_lost`` (the env worker
                 running the episode died; a remote pool ends the episode on a fresh env of its spec).
             message: why, for ``info["status_message"]`` (e.g. the server's error).
 

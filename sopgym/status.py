@@ -27,7 +27,7 @@ class Status(str, enum.Enum):
     ERROR_TIMEOUT = "ERROR_TIMEOUT"  # the agent's code ran past its deadline
     ERROR_SANDBOX = "ERROR_SANDBOX"  # infrastructure failure of the tools: not the policy's fault
     ERROR_INFERENCE = "ERROR_INFERENCE"  # the policy's model server failed (the harness ended the episode)
-    ERROR_WORKER_LOST = "ERROR_WORKER_LOST"  # the process (or host) running the env died mid-episode
+    ERROR_ENV_LOST = "ERROR_ENV_LOST"  # the process (or host) running the env died mid-episode
     TRUNCATED_MAX_TURNS = "TRUNCATED_MAX_TURNS"
     TRUNCATED_BUDGET = "TRUNCATED_BUDGET"  # the episode's context budget ran out (the env's or the harness's)
     TRUNCATED_STOPPED = "TRUNCATED_STOPPED"  # the harness stopped the episode before a submission
@@ -41,7 +41,7 @@ INVALID_ACTION = frozenset({Status.NO_TOOL_CALL, Status.ERROR_PARSE, Status.ERRO
 #: A well-formed call whose tool said no (or whose code ran too long): the policy's, not invalid.
 TOOL_FAILURE = frozenset({Status.ERROR_TOOL, Status.ERROR_TIMEOUT})
 #: Not the policy's fault: such episodes are excluded from success rates and from advantages.
-INFRASTRUCTURE = frozenset({Status.ERROR_SANDBOX, Status.ERROR_INFERENCE, Status.ERROR_WORKER_LOST})
+INFRASTRUCTURE = frozenset({Status.ERROR_SANDBOX, Status.ERROR_INFERENCE, Status.ERROR_ENV_LOST})
 TRUNCATION = frozenset({Status.TRUNCATED_MAX_TURNS, Status.TRUNCATED_BUDGET, Status.TRUNCATED_STOPPED})
 
 # The same classes as string values, for code that reads statuses back from records (JSON).
@@ -53,14 +53,15 @@ INFRASTRUCTURE_VALUES = frozenset(s.value for s in INFRASTRUCTURE)
 #: ``context_budget``: no room left in the harness's own (token) budget for another turn;
 #: ``stopped``: the agent or library stopped replying (scored like an unanswered episode);
 #: ``inference``: the model server failed after its retries (an infrastructure failure);
-#: ``worker_lost``: the env worker running the episode died, taking the env's state with it (an
-#: infrastructure failure; a remote env pool ends the episode on a fresh env of the same spec).
+#: ``env_lost``: the process or host running the env died (a Ray env worker, an env server),
+#: taking the env's state with it: an infrastructure failure. A Ray pool ends the episode on a fresh
+#: env of the same spec; ``sopgym/Remote-v0`` builds the record itself when its server is gone.
 #: Causes whose status is in :data:`INFRASTRUCTURE` mark the record ``infrastructure_failure``.
 END_CAUSES = {
     "context_budget": Status.TRUNCATED_BUDGET,
     "stopped": Status.TRUNCATED_STOPPED,
     "inference": Status.ERROR_INFERENCE,
-    "worker_lost": Status.ERROR_WORKER_LOST,
+    "env_lost": Status.ERROR_ENV_LOST,
 }
 
 # When a reply has several calls, the step's status is the most severe of theirs.

@@ -134,8 +134,8 @@ def test_a_worker_killed_mid_step_ends_only_its_episodes_as_infrastructure_failu
     for i in (1, 3):
         record, score = got[i].record, got[i].score
         assert record["infrastructure_failure"] and score.infrastructure_failure
-        assert record["truncation_cause"] == score.truncation_cause == "worker_lost"
-        assert got[i].final_info["status"] == "ERROR_WORKER_LOST"
+        assert record["truncation_cause"] == score.truncation_cause == "env_lost"
+        assert got[i].final_info["status"] == "ERROR_ENV_LOST"
         assert record["task_id"] == expected[i].record["task_id"]
         assert "was lost" in got[i].final_info["status_message"]
         assert len(got[i].turns) == 2  # one played turn, then the step that was lost

@@ -73,7 +73,7 @@ class EnvWorkersConfig:
     num_workers: int = 2
     """Ray actors; each owns the envs of every ``num_workers``-th episode slot. More workers step more
     envs at once, up to the CPUs available; a worker that dies costs only its own running episodes
-    (ended as ``worker_lost`` infrastructure failures: excluded from advantages, counted in
+    (ended as ``env_lost`` infrastructure failures: excluded from advantages, counted in
     ``rollout/infrastructure_failures``), and it is replaced."""
     address: str | None = None
     """null: start Ray on this machine (loopback only, stopped at the end of the run). ``auto``: the

@@ -18,7 +18,7 @@ rebuilds the list, and an env that rewrote an earlier message gets its whole lis
 A worker that dies (its process killed, its host lost, Ray's OOM killer) takes its envs' state with
 it. The pool replaces it with a fresh worker, and every episode that was running there ends as an
 **infrastructure failure**: the new worker resets the episode's spec and ends it with
-``end_episode("worker_lost")`` (status ``ERROR_WORKER_LOST``, in ``sopgym.status.INFRASTRUCTURE``), so
+``end_episode("env_lost")`` (status ``ERROR_ENV_LOST``, in ``sopgym.status.INFRASTRUCTURE``), so
 the runner gets the env's own record, which the evaluator excludes from success rates and the trainer
 from advantages. That record holds the task and the cause, not the turns played before the loss (the
 runner's result keeps those). A reset whose worker died is retried on the replacement (nothing of its
@@ -53,7 +53,7 @@ __all__ = ["RayEnvPool", "EnvWorker", "MessagesDelta", "WorkerLost", "init_ray",
 log = logging.getLogger(__name__)
 
 #: The ``end_episode`` cause of an episode whose worker died (``sopgym.status.END_CAUSES``).
-WORKER_LOST = "worker_lost"
+WORKER_LOST = "env_lost"
 _LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
@@ -155,7 +155,7 @@ class EnvWorker:
 
         ``reset`` (payload: the spec) -> ``(observation, info)``; ``step`` (the reply) and ``end``
         (an :class:`EndEpisode`) -> a step output; ``lost`` (``(spec, message)``): the episode's worker
-        died, so reset its spec here and end it with ``end_episode("worker_lost", message)``.
+        died, so reset its spec here and end it with ``end_episode("env_lost", message)``.
         """
         out: list[Any] = []
         try:
@@ -245,7 +245,7 @@ class RayEnvPool:
         self.workers_lost = 0
         """Workers that died and were replaced, over the pool's life."""
         self.episodes_lost = 0
-        """Episodes ended as ``worker_lost`` infrastructure failures, over the pool's life."""
+        """Episodes ended as ``env_lost`` infrastructure failures, over the pool's life."""
         self._owns_ray = False
         self._actor_cls: Any = None
         self._options: dict[str, Any] = {}

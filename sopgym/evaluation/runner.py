@@ -72,7 +72,7 @@ class EndEpisode:
     Args:
         cause: ``context_budget`` (no room for another turn), ``stopped`` (the agent stopped replying)
             or ``inference`` (the model server failed: an infrastructure failure, not the policy's).
-            (``worker_lost`` is the pools' own: a remote pool ends an episode whose worker died with it.)
+            (``env_lost`` is the pools' own: a remote pool ends an episode whose worker died with it.)
         message: why, kept in the last step's ``status_message``.
     """
 

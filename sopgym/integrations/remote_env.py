@@ -10,7 +10,7 @@ on :class:`~sopgym.envs.SOPEnv`.
 
 Infrastructure failures are the server's, never the policy's: when the server dies, the session is
 closed (idle timeout), the connection drops or a step gets no answer within ``step_timeout_s``, the
-running episode ends truncated with status ``ERROR_SANDBOX``, ``truncation_cause="env_server"`` and
+running episode ends truncated with status ``ERROR_ENV_LOST``, ``truncation_cause="env_lost"`` and
 ``infrastructure_failure=True``, and a record the evaluator accepts (and excludes from success rates)
 built from what the client saw: the answer is unknown (None), ``expected`` is ``{}`` (the server never
 sends it before the end), ``final_state`` is None, and ``infrastructure_error`` says what happened. The
@@ -42,7 +42,9 @@ from .protocol import BAD_REQUEST, PROTOCOL_KEY, PROTOCOL_VERSION, SESSION_CLOSE
 __all__ = ["RemoteSOPEnv", "RemoteEnvError", "REMOTE_TRUNCATION_CAUSE", "MAX_FRAME_BYTES"]
 
 #: ``truncation_cause`` of an episode lost with its server.
-REMOTE_TRUNCATION_CAUSE = "env_server"
+#: How an episode ends when its server or session is lost: the cause an env worker's loss uses too
+#: (``sopgym.status.END_CAUSES``), so every consumer counts both alike.
+REMOTE_TRUNCATION_CAUSE = "env_lost"
 #: Largest frame the client accepts (an observation with the whole chat in ``info``).
 MAX_FRAME_BYTES = 256 * 2**20
 _SUBMIT_TOOL = "submit_answer"
@@ -297,7 +299,7 @@ class RemoteSOPEnv(gym.Env):
         self._drop()
         self._running = False
         last, first = self._info, self._reset_info
-        status = Status.ERROR_SANDBOX.value
+        status = END_CAUSES[REMOTE_TRUNCATION_CAUSE].value
         statuses = self._statuses + ([status] if turn else [])
         turns = int(last.get("turn", 0)) + (1 if turn else 0)
         message = (f"the sopgym env server at {self.url} was lost mid-episode ({reason}): an infrastructure failure, "

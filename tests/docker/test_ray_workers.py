@@ -87,7 +87,7 @@ def test_a_docker_worker_killed_mid_step_loses_its_episodes_and_its_containers(d
         killer.join(5)
         assert killer.killed_pid == dead
         assert [result_view(got[i]) for i in (0, 2)] == [result_view(expected[i]) for i in (0, 2)]
-        assert all(got[i].record["truncation_cause"] == "worker_lost" and got[i].score.infrastructure_failure for i in (1, 3))
+        assert all(got[i].record["truncation_cause"] == "env_lost" and got[i].score.infrastructure_failure for i in (1, 3))
         assert wait_gone(docker_client, [dead]) == []  # the dead worker's containers removed themselves
     finally:
         pool.close()

@@ -168,11 +168,11 @@ def _oracle_steps(env, n):
 def _assert_infrastructure_end(out, turns_before):
     obs, reward, terminated, truncated, info = out
     assert (obs, reward, terminated, truncated) == ("", 0.0, False, True)
-    assert (info["status"], info["truncation_cause"], info["infrastructure_failure"]) == ("ERROR_SANDBOX", REMOTE_TRUNCATION_CAUSE, True)
+    assert (info["status"], info["truncation_cause"], info["infrastructure_failure"]) == ("ERROR_ENV_LOST", REMOTE_TRUNCATION_CAUSE, True)
     record = info["episode"]
     score = score_record(record)
     assert score.infrastructure_failure and not score.success and not score.completed
-    assert record["turns"] == turns_before + 1 and record["statuses"][-1] == "ERROR_SANDBOX"
+    assert record["turns"] == turns_before + 1 and record["statuses"][-1] == "ERROR_ENV_LOST"
     metrics = evaluate_records([record], n_bootstrap=0)
     assert metrics["infrastructure_failure_rate"] == 1.0 and metrics["task_success_rate_excluding_infrastructure"] is None
     return info

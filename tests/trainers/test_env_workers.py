@@ -160,7 +160,7 @@ def test_episodes_of_a_worker_killed_mid_rollout_are_excluded_from_advantages_an
     finally:
         pool.close()
     assert [ep.infrastructure_failure for ep in episodes] == [False, True, False, True]
-    assert [ep.truncation_cause for ep in episodes] == ["max_turns", "worker_lost", "max_turns", "worker_lost"]
+    assert [ep.truncation_cause for ep in episodes] == ["max_turns", "env_lost", "max_turns", "env_lost"]
     trainable, _ = assign_advantages(episodes, "grpo")
     assert trainable == [episodes[0], episodes[2]]
     assert rollout_metrics(episodes)["rollout/infrastructure_failures"] == 2.0

@@ -173,7 +173,7 @@ def test_trainer_context_budget_ends_through_the_env_and_counts_alike():
     _check(record, score_record(record), (1, 0, "context_budget", False, False), episode)
 
 
-@pytest.mark.parametrize("cause,infra", [("stopped", False), ("inference", True), ("worker_lost", True), ("context_budget", False)])
+@pytest.mark.parametrize("cause,infra", [("stopped", False), ("inference", True), ("env_lost", True), ("context_budget", False)])
 def test_an_agent_ending_an_episode_gets_a_record_the_evaluator_scores(cause, infra):
     pool = EnvPool(lambda env_id: gym.make(ENV))
     try:

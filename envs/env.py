@@ -27,6 +27,7 @@ from sopgym.sop_tasks.registry import get_pack
 from sopgym.status import END_CAUSES, INFRASTRUCTURE, INVALID_ACTION, INVALID_ACTION_VALUES, Status, worst
 
 from . import rendering
+from .env_kwargs import check_env_kwargs, warn_inprocess_code_runner
 from .parsing import parse_reply
 from .reward import RewardConfig, outcome_components, outcome_reward
 from .spaces import AssistantAction, UnicodeText
@@ -66,8 +67,15 @@ class SOPEnv(gym.Env):
         max_tool_output_chars: each tool result is cut to this many characters (marked).
         sandbox: stateful backend: ``inprocess`` (default) or ``docker``.
         sandbox_options: passed to the backend.
-        code_runner: runner of the verifiable tier: ``docker`` (default) or ``inprocess``.
+        code_runner: runner of the verifiable tier: ``docker`` (default) or ``inprocess``. ``inprocess``
+            is for trusted code only: the agent's code runs on this host as your user and can import
+            sopgym and regenerate the task's answer; constructing such an env warns
+            (:class:`~sopgym.envs.env_kwargs.InProcessCodeRunnerWarning`).
+        max_observation_length: the longest observation (and reply).
         render_mode: ``None`` or ``ansi``.
+
+    Raises:
+        ValueError: an argument of the wrong type or out of range (:func:`~sopgym.envs.env_kwargs.check_env_kwargs`).
     """
 
     # render_fps only silences gymnasium's checker: "ansi" renders a transcript, not frames.
@@ -91,17 +99,15 @@ class SOPEnv(gym.Env):
         max_observation_length: int = 1_000_000,
         render_mode: str | None = None,
     ) -> None:
+        check_env_kwargs(
+            domain=domain, split=split, reward=reward, turn_cost=turn_cost, invalid_action_penalty=invalid_action_penalty,
+            max_turns=max_turns, max_context=max_context, length_fn=length_fn, max_tool_output_chars=max_tool_output_chars,
+            sandbox=sandbox, sandbox_options=sandbox_options, code_runner=code_runner,
+            max_observation_length=max_observation_length, render_mode=render_mode,
+        )
         self.pack = domain if isinstance(domain, DomainPack) else get_pack(domain)
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if max_context is not None and max_context < 1:
-            raise ValueError(f"max_context must be >= 1, got {max_context}")
-        if max_tool_output_chars < 16:
-            raise ValueError(f"max_tool_output_chars must be >= 16, got {max_tool_output_chars}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if code_runner == "inprocess" and self.pack.verifiable is not None:
+            warn_inprocess_code_runner(self.pack.env_id)
         self.split = split
         self.reward_config = RewardConfig(reward, turn_cost, invalid_action_penalty)
         self.max_turns = max_turns or default_max_turns(self.pack.human_steps)

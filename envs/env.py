@@ -71,7 +71,8 @@ class SOPEnv(gym.Env):
             is for trusted code only: the agent's code runs on this host as your user and can import
             sopgym and regenerate the task's answer; constructing such an env warns
             (:class:`~sopgym.envs.env_kwargs.InProcessCodeRunnerWarning`).
-        max_observation_length: the longest observation (and reply).
+        max_observation_length: the longest observation, and the longest reply the env reads (a
+            longer reply is an ``ERROR_PARSE`` turn; nothing in it runs).
         render_mode: ``None`` or ``ansi``.
 
     Raises:
@@ -174,7 +175,7 @@ class SOPEnv(gym.Env):
         if self._done:
             raise ResetNeeded("step() called after the episode ended: call reset() first")
         self._turn += 1
-        reply = parse_reply(action)
+        reply = parse_reply(action, self.action_space.max_length)
         assistant, results, calls, statuses, submitted = self._run_calls(reply)
         new_messages = [assistant, *results]
         self._messages.extend(new_messages)

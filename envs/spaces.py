@@ -68,9 +68,10 @@ class AssistantAction(UnicodeText):
     """
 
     def contains(self, x: Any) -> bool:
+        """Never raises: a dict's role and content are type-checked before they are compared."""
         if isinstance(x, dict):
-            content = x.get("content")
-            return x.get("role", "assistant") == "assistant" and (content is None or super().contains(content))
+            role, content = x.get("role", "assistant"), x.get("content")
+            return type(role) is str and role == "assistant" and (content is None or super().contains(content))
         return super().contains(x)
 
     def __repr__(self) -> str:

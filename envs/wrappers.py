@@ -12,7 +12,8 @@ One JSON object per line, each with a ``type``:
 
 Lines are strict JSON with non-ASCII escaped (lone surrogates in an action survive a round trip);
 values JSON cannot hold (numpy scalars, tuples, sets, non-string keys, non-finite floats, arbitrary
-objects) are converted (see :func:`to_jsonable`). The file is flushed at the end of each episode.
+objects, self-references, very deep nesting, huge integers) are converted (see :func:`to_jsonable`), so
+recording never raises on whatever action a policy gave. The file is flushed at the end of each episode.
 """
 
 from __future__ import annotations
@@ -24,40 +25,90 @@ from typing import Any
 
 import gymnasium as gym
 
+from sopgym.sandboxes.schema import MAX_INT_DIGITS
+
 __all__ = ["RecordTrajectory", "to_jsonable", "dumps_line", "reset_line", "step_line", "episode_line"]
 
 
-def to_jsonable(value: Any, _seen: frozenset[int] = frozenset()) -> Any:
-    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts.
+#: Containers nested deeper than this are written as a marker. A reply may nest 5,000 levels deep (the
+#: env reads none of it past MAX_JSON_DEPTH), but a line must stay writable and readable by ``json``.
+MAX_DEPTH = 100
+#: Most values (containers and scalars) one call of :func:`to_jsonable` writes; the rest become a marker.
+#: A structure that shares itself (``x = [x, x]`` sixty times) has 2**60 values when written out.
+MAX_VALUES = 100_000
+_INT_BOUND = 10**MAX_INT_DIGITS
+
+
+def to_jsonable(value: Any) -> Any:
+    """A copy of ``value`` that ``json.dumps(..., allow_nan=False)`` accepts; never raises, never stalls.
 
     dict keys become strings, tuples/sets lists (sets sorted by their text), numpy values Python
     ones, bytes text (invalid UTF-8 replaced), non-finite floats the strings ``"nan"``, ``"inf"``,
-    ``"-inf"``, anything else its ``repr``; a container that contains itself becomes ``"<cycle>"``.
+    ``"-inf"``, anything else its ``repr``. Markers (strings) stand for what cannot be written: a
+    container that contains itself (``"<cycle>"``), one nested deeper than :data:`MAX_DEPTH`, an
+    integer of more than ``MAX_INT_DIGITS`` digits (which ``json`` may refuse to write or read), and
+    everything after the first :data:`MAX_VALUES` values.
     """
-    if value is None or isinstance(value, (str, bool, int)):
+    return _jsonable(value, frozenset(), 0, [MAX_VALUES])
+
+
+def _jsonable(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return f"<more than {MAX_VALUES} values: not written>"
+    if value is None or isinstance(value, (str, bool)):
         return value
+    if isinstance(value, int):
+        return value if -_INT_BOUND < value < _INT_BOUND else f"<integer of about {_digits(value)} digits>"
     if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
+        return value if math.isfinite(value) else repr(float(value))
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if hasattr(value, "tolist") and callable(value.tolist) and type(value).__module__ == "numpy":
-        return to_jsonable(value.tolist(), _seen)
+        if getattr(value, "size", 1) > budget[0]:
+            return f"<numpy array of {value.size} values: not written>"
+        return _jsonable(value.tolist(), seen, depth, budget)
     if isinstance(value, (dict, list, tuple, set, frozenset)):
-        if id(value) in _seen:
+        if id(value) in seen:
             return "<cycle>"
-        seen = _seen | {id(value)}
+        if depth >= MAX_DEPTH:
+            return f"<nested deeper than {MAX_DEPTH} levels>"
+        seen, depth = seen | {id(value)}, depth + 1
         if isinstance(value, dict):
-            return {k if isinstance(k, str) else str(to_jsonable(k, seen)): to_jsonable(v, seen) for k, v in value.items()}
-        items = [to_jsonable(v, seen) for v in value]
+            out = {}
+            for k, v in value.items():
+                if budget[0] <= 0:
+                    out["<more>"] = f"<more than {MAX_VALUES} values: not written>"
+                    break
+                out[k if isinstance(k, str) else str(_jsonable(k, seen, depth, budget))] = _jsonable(v, seen, depth, budget)
+            return out
+        items = []
+        for v in value:
+            if budget[0] <= 0:
+                items.append(f"<more than {MAX_VALUES} values: not written>")
+                break
+            items.append(_jsonable(v, seen, depth, budget))
         if isinstance(value, (set, frozenset)):
             items.sort(key=lambda x: json.dumps(x, sort_keys=True))
         return items
-    return repr(value)
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001 - any object's repr may fail; the line must still be written
+        return f"<{type(value).__name__}>"
+
+
+def _digits(value: int) -> int:
+    """Decimal digits of ``abs(value)``, to within one, without converting it to text."""
+    return int(abs(value).bit_length() * 0.30103) + 1
 
 
 def dumps_line(obj: dict[str, Any]) -> str:
-    """One JSONL line: strict JSON, non-ASCII escaped, unencodable values converted (:func:`to_jsonable`)."""
-    return json.dumps(to_jsonable(obj), ensure_ascii=True, allow_nan=False)
+    """One JSONL line: strict JSON, non-ASCII escaped, unencodable values converted (:func:`to_jsonable`).
+
+    Each top-level value is converted on its own, so a huge ``action`` is cut without losing the
+    line's other fields (``status``, ``reward``, ...).
+    """
+    return json.dumps({str(k): to_jsonable(v) for k, v in obj.items()}, ensure_ascii=True, allow_nan=False)
 
 
 def reset_line(episode_index: int, task_id: Any, seed: Any, options: Any, observation: Any) -> dict[str, Any]:

@@ -8,6 +8,11 @@ Coercion is deliberately narrow and never loses information: an integral float o
 string becomes an ``integer``; a numeric string becomes a ``number``; ``"true"``/``"false"``
 become a ``boolean``. Nothing is coerced *to* a string. Error messages say what was expected and
 what was given, with the path of the offending value.
+
+Numbers of any size are handled without raising: a decimal string of more than
+:data:`MAX_INT_DIGITS` digits is not coerced to an integer (a clear schema error: Python refuses to
+convert such strings, and the env refuses such integers in a reply for the same reason), and
+integers beyond float range are compared exactly, never converted to float.
 """
 
 from __future__ import annotations
@@ -17,7 +22,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SchemaError", "validate", "check_schema"]
+__all__ = ["SchemaError", "validate", "check_schema", "MAX_INT_DIGITS"]
+
+#: Most digits an integer may have where text becomes an integer (a reply's JSON, a quoted integer
+#: argument). 640 is the smallest limit ``sys.set_int_max_str_digits`` accepts, so every accepted
+#: integer can be written back as text in any interpreter (records, logs, JSONL) without raising.
+MAX_INT_DIGITS = 640
 
 _INT_RE = re.compile(r"^[+-]?\d+$")
 _NUM_RE = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
@@ -57,8 +67,26 @@ def _type_name(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    """A short repr for messages; never raises (a huge integer or a very long string is described)."""
+    if isinstance(value, str) and len(value) > 60:
+        return repr(value[:57]) + f"... ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 190:
+        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _digit_count(text: str) -> int:
+    return len(text) - (text[:1] in "+-")
+
+
+def _hint(value: Any) -> str:
+    if isinstance(value, str) and _INT_RE.match(value.strip()) and _digit_count(value.strip()) > MAX_INT_DIGITS:
+        return f" (an integer may have at most {MAX_INT_DIGITS} digits)"
+    return ""
 
 
 def _coerce(value: Any, typ: str) -> tuple[bool, Any]:
@@ -78,7 +106,7 @@ def _coerce(value: Any, typ: str) -> tuple[bool, Any]:
             return True, value
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             return True, int(value)
-        if isinstance(value, str) and _INT_RE.match(value.strip()):
+        if isinstance(value, str) and _INT_RE.match(value.strip()) and _digit_count(value.strip()) <= MAX_INT_DIGITS:
             return True, int(value.strip())
         return False, value
     if typ == "number":
@@ -112,7 +140,7 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
         if isinstance(types, str):
             ok, value = _coerce(value, types)
             if not ok:
-                raise SchemaError(f"{where}: expected {types}, got {_type_name(value)} {_short(value)}")
+                raise SchemaError(f"{where}: expected {types}, got {_type_name(value)} {_short(value)}{_hint(value)}")
         else:
             # Exact matches first, so that a string stays a string when both are allowed.
             actual = _type_name(value)
@@ -122,7 +150,7 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
                     value = coerced
                     break
             else:
-                raise SchemaError(f"{where}: expected {' or '.join(types)}, got {actual} {_short(value)}")
+                raise SchemaError(f"{where}: expected {' or '.join(types)}, got {actual} {_short(value)}{_hint(value)}")
     if "enum" in schema:
         allowed = list(schema["enum"])
         if not any(value == a and _type_name(value) == _type_name(a) for a in allowed):
@@ -136,9 +164,9 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
             raise SchemaError(f"{where}: expected a string matching /{schema['pattern']}/, got {_short(value)}")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
-            raise SchemaError(f"{where}: expected a value >= {schema['minimum']}, got {value}")
+            raise SchemaError(f"{where}: expected a value >= {schema['minimum']}, got {_short(value)}")
         if "maximum" in schema and value > schema["maximum"]:
-            raise SchemaError(f"{where}: expected a value <= {schema['maximum']}, got {value}")
+            raise SchemaError(f"{where}: expected a value <= {schema['maximum']}, got {_short(value)}")
     if isinstance(value, (list, tuple)):
         if "minItems" in schema and len(value) < schema["minItems"]:
             raise SchemaError(f"{where}: expected at least {schema['minItems']} items, got {len(value)}")

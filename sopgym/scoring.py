@@ -5,12 +5,18 @@ type and allowed values, normalises to the same value as the expected one:
 
 * strings: Unicode NFC, case-folded, trimmed, inner whitespace collapsed to one space;
 * numbers: compared as numbers (``3 == 3.0``; a float within 1e-9 relative), booleans as booleans
-  (a boolean is never a number);
+  (a boolean is never a number). An integer beyond float range (``10**309``) is a legal integer,
+  compared exactly: it is never converted to float, so it cannot raise ``OverflowError`` (and it
+  equals no finite float);
 * null: only JSON ``null`` is null. The strings "null", "None", "N/A" are strings, and equal null
   only if the expected value is that same string.
 
 No substring matching, no synonyms, no separator mapping (that is the SOP-Bench compatibility
 scorer's job, which is never a reward).
+
+Nothing here raises on a submitted value, whatever its type or size. A field description that is
+itself malformed (an unknown type, an ``enum`` that is not a list), as a hand-edited record may
+hold, raises ``ValueError`` naming it.
 """
 
 from __future__ import annotations
@@ -38,8 +44,23 @@ def normalize_text(text: str) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _normalized_enum(enum: tuple) -> frozenset:
-    return frozenset(normalize_text(e) for e in enum if isinstance(e, str))
+def _normalized_enum(enum: tuple[str, ...]) -> frozenset:
+    return frozenset(normalize_text(e) for e in enum)
+
+
+def _enum(field: Any) -> list | tuple | None:
+    enum = _field_attr(field, "enum")
+    if enum is not None and not isinstance(enum, (list, tuple)):
+        raise ValueError(f"a field's enum must be a list of allowed values or null, got {type(enum).__name__}")
+    return enum
+
+
+def _as_float(value: int | float) -> float | None:
+    """``float(value)``, or None for an integer beyond float range."""
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _field_attr(field: Any, name: str, default: Any = None) -> Any:
@@ -57,26 +78,32 @@ def normalize_value(value: Any, field: Any) -> Any:
         if not isinstance(value, str):
             return INVALID
         norm = normalize_text(value)
-        enum = _field_attr(field, "enum")
-        if enum is not None and norm not in _normalized_enum(tuple(enum)):
+        enum = _enum(field)
+        if enum is not None and norm not in _normalized_enum(tuple(e for e in enum if isinstance(e, str))):
             return INVALID
         return norm
     if typ in ("integer", "number"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             return INVALID
-        if typ == "integer" and isinstance(value, float) and not value.is_integer():
+        if isinstance(value, float) and not (math.isfinite(value) and (typ == "number" or value.is_integer())):
             return INVALID
-        enum = _field_attr(field, "enum")
+        enum = _enum(field)
         if enum is not None and not any(not isinstance(e, bool) and isinstance(e, (int, float)) and _num_eq(value, e) for e in enum):
             return INVALID
-        return float(value)
+        number = _as_float(value)
+        return value if number is None else number  # an integer beyond float range stays exact
     if typ == "boolean":
         return value if isinstance(value, bool) else INVALID
-    raise ValueError(f"unknown field type {typ!r}; expected string, integer, number or boolean")
+    shown = typ if isinstance(typ, str) else type(typ).__name__
+    raise ValueError(f"unknown field type {shown[:60]!r}; expected string, integer, number or boolean")
 
 
-def _num_eq(a: float, b: float) -> bool:
-    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+def _num_eq(a: int | float, b: int | float) -> bool:
+    """Numbers equal within 1e-9 relative; exact for an integer beyond float range (never raises)."""
+    fa, fb = _as_float(a), _as_float(b)
+    if fa is None or fb is None:
+        return a == b  # int == int exactly; a huge int never equals a finite float
+    return math.isclose(fa, fb, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def values_equal(submitted: Any, expected: Any, field: Any) -> bool:
@@ -87,9 +114,23 @@ def values_equal(submitted: Any, expected: Any, field: Any) -> bool:
     want = normalize_value(expected, field)
     if want is INVALID:  # a label outside the field's own schema can never be matched
         return False
-    if isinstance(got, float) and isinstance(want, float):
+    if isinstance(got, (int, float)) and not isinstance(got, bool) and isinstance(want, (int, float)) and not isinstance(want, bool):
         return _num_eq(got, want)
     return got == want and (got is None) == (want is None)
+
+
+def _short_keys(value: Any) -> str:
+    if not isinstance(value, Mapping):
+        return f"a {type(value).__name__}"
+    return "fields " + repr([str(k)[:40] for k in list(value)[:20]])
+
+
+def _names(fields: Iterable[Any]) -> list[str]:
+    names = [_field_attr(f, "name") for f in fields]
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ValueError(f"field names must be strings, got {', '.join(type(n).__name__ for n in bad)}")
+    return names
 
 
 def validate_answer(answer: Any, fields: Iterable[Any]) -> str | None:
@@ -97,7 +138,7 @@ def validate_answer(answer: Any, fields: Iterable[Any]) -> str | None:
 
     Well-formed: a dict with exactly the fields' names as keys. Values are judged per field.
     """
-    names = [_field_attr(f, "name") for f in fields]
+    names = _names(fields)
     if not isinstance(answer, Mapping):
         return f"expected an object with fields {names}, got {type(answer).__name__}"
     missing = [n for n in names if n not in answer]
@@ -110,6 +151,9 @@ def validate_answer(answer: Any, fields: Iterable[Any]) -> str | None:
 def field_scores(answer: Any, expected: Mapping[str, Any], fields: Iterable[Any]) -> dict[str, bool]:
     """Per-field correctness. A malformed answer (see :func:`validate_answer`) scores False everywhere."""
     fields = list(fields)
+    names = _names(fields)
+    if not isinstance(expected, Mapping) or any(name not in expected for name in names):
+        raise ValueError(f"the expected answer must have every field {names}, got {_short_keys(expected)}")
     if validate_answer(answer, fields) is not None:
         return {_field_attr(f, "name"): False for f in fields}
     return {

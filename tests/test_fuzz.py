@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import random
+import time
+import warnings
 
 import gymnasium as gym
+from hostile_actions import ToolView, hostile_action
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
 from sopgym.envs.registration import registered_env_ids
+from sopgym.envs.wrappers import RecordTrajectory
+from sopgym.sandboxes.base import Tier
+from sopgym.sop_tasks.registry import get_pack
+from sopgym.status import Status
 
 AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 
@@ -80,3 +91,54 @@ def test_ten_thousand_random_space_samples_never_raise():
             if terminated or truncated:
                 env.reset()
         env.close()
+
+
+# -- Seeded hostile fuzz over every registered env (issue 12) ------------------------------------------
+NUM_HOSTILE_ACTIONS = 10_240
+#: No step may use more CPU time than this. Parsing is linear and replies are bounded, so the slowest
+#: hostile step (recording a self-sharing structure of 2**60 values) takes about 0.2 s; before, 90 KB of
+#: "<tool_call>" took 4 s and a megabyte never finished. CPU time, not wall time: the test machines are
+#: shared, and a stall is computation, not waiting.
+STEP_BOUND_S = 1.0
+
+
+def _hostile_env(env_id):
+    pack = get_pack(env_id.rsplit("-v", 1)[0])
+    kwargs = {}
+    if env_id.startswith("sopbench/"):
+        kwargs = {"tools_runner": "inprocess", "trust_tools_code": True}  # no Docker; a missing tools.py is a sandbox error
+    elif pack.verifiable is not None:
+        kwargs = {"code_runner": "inprocess"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
+        env = gym.make(env_id, **kwargs)
+    # Recording serialises every action as given (the trajectory lines the evaluator and `sopgym show` read).
+    return RecordTrajectory(env, os.devnull), pack
+
+
+def test_ten_thousand_hostile_actions_never_raise_nor_stall():
+    """10,240 seeded actions spread over every registered env: huge numbers (bare, quoted, in dicts),
+    values JSON cannot carry, tag floods up to a megabyte, oversized replies, random text and JSON. Every
+    step returns a contained observation, a finite reward and a known status; none stalls."""
+    env_ids = registered_env_ids()
+    rng = random.Random(12)
+    statuses = {s.value for s in Status}
+    slowest = (0.0, "")
+    for number, env_id in enumerate(env_ids):
+        env, pack = _hostile_env(env_id)
+        verifiable = frozenset(t.name for t in pack.tools if getattr(t, "tier", None) is Tier.VERIFIABLE)
+        obs, info = env.reset(seed=number)
+        view = ToolView(info["tools"], avoid=verifiable)
+        for _ in range(NUM_HOSTILE_ACTIONS // len(env_ids) + 1):
+            shape, action = hostile_action(rng, view)
+            start = time.process_time()
+            obs, reward, terminated, truncated, info = env.step(action)
+            slowest = max(slowest, (time.process_time() - start, f"{env_id} {shape}"))
+            assert env.observation_space.contains(obs), (env_id, shape)
+            assert isinstance(reward, float) and math.isfinite(reward), (env_id, shape)
+            assert info["status"] in statuses and isinstance(info["status_message"], str), (env_id, shape)
+            json.dumps(info["calls"])  # what the env read from the reply is plain JSON
+            if terminated or truncated:
+                obs, info = env.reset()
+        env.close()
+    assert slowest[0] <= STEP_BOUND_S, f"slowest step used {slowest[0]:.2f} s of CPU: {slowest[1]}"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sopgym.sandboxes.schema import SchemaError, check_schema, validate
+from sopgym.sandboxes.schema import MAX_INT_DIGITS, SchemaError, check_schema, validate
 
 S = {
     "type": "object",
@@ -104,3 +104,33 @@ def test_fast_path_agrees_with_the_reference_validator(which, args):
     assert fast == ref
     if fast[0] == "ok":
         assert [type(v) for v in fast[1].values()] == [type(v) for v in ref[1].values()]
+
+
+# -- Numbers of any size never raise (issue 12) ---------------------------------------------------------
+INT_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}, "s": {"type": "string"}}}
+
+
+@pytest.mark.parametrize("digits", [MAX_INT_DIGITS + 1, 4_301, 20_000])
+def test_a_quoted_integer_beyond_the_digit_bound_is_a_schema_error(digits):
+    text = "1" + "0" * (digits - 1)
+    with pytest.raises(SchemaError, match=f"at most {MAX_INT_DIGITS} digits"):
+        validate({"n": text}, INT_SCHEMA)
+    with pytest.raises(SchemaError, match="expected integer or null"):
+        validate({"n": text}, {"type": "object", "properties": {"n": {"type": ["integer", "null"]}}})
+
+
+def test_a_quoted_integer_beyond_float_range_is_read_exactly():
+    assert validate({"n": "1" + "0" * 309}, INT_SCHEMA) == {"n": 10**309}
+    with pytest.raises(SchemaError, match="expected number"):
+        validate({"x": "1" + "0" * 400}, INT_SCHEMA)  # a number beyond float range is not a finite number
+
+
+@pytest.mark.parametrize("value", [10**309, 10**5000, -(10**5000), "x" * 100_000], ids=["1e309", "1e5000", "-1e5000", "long string"])
+def test_messages_about_huge_values_never_raise(value):
+    with pytest.raises(SchemaError) as err:
+        validate({"s": value} if not isinstance(value, str) else {"n": value}, INT_SCHEMA)
+    assert len(str(err.value)) < 300
+    bounded = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10}}}
+    if isinstance(value, int):
+        with pytest.raises(SchemaError, match="expected a value <= 10"):
+            validate({"n": abs(value)}, bounded)

@@ -45,3 +45,39 @@ def test_malformed_answer_scores_zero_everywhere():
     assert field_scores({"s": "Approve", "n": 1, "extra": 0}, {"s": "Approve", "n": 1}, fields) == {"s": False, "n": False}
     assert field_scores("Approve", {"s": "Approve", "n": 1}, fields) == {"s": False, "n": False}
     assert field_scores({"s": "Approve", "n": 1}, {"s": "Approve", "n": 1}, fields) == {"s": True, "n": True}
+
+
+# -- Any submitted value, any size: never an exception (issue 12) ------------------------------------------
+@pytest.mark.parametrize("huge", [10**309, -(10**309), 10**4000], ids=["1e309", "-1e309", "1e4000"])
+@pytest.mark.parametrize("field", [INT, N], ids=["integer", "number"])
+def test_integers_beyond_float_range_are_compared_exactly(huge, field):
+    assert values_equal(huge, 3, field) is False
+    assert values_equal(3, huge, field) is False
+    assert values_equal(huge, huge, field) is True
+    assert values_equal(huge + 1, huge, field) is False
+    assert field_scores({"i": huge}, {"i": 7}, [INT]) == {"i": False}
+
+
+def test_an_enum_of_numbers_rejects_a_huge_integer_without_raising():
+    assert values_equal(10**309, 1, OutputField("e", type="integer", enum=(1, 2))) is False
+
+
+@pytest.mark.parametrize("field", [
+    {"name": "x", "type": "string", "enum": [{"a": 1}, "A"]},  # an unhashable allowed value
+    {"name": "x", "type": "integer", "enum": [[1], 2]},
+])
+def test_odd_allowed_values_in_a_record_never_raise(field):
+    assert values_equal("A", "A", field) in (True, False)
+    assert values_equal(2, 2, field) in (True, False)
+
+
+@pytest.mark.parametrize("fields,expected", [
+    ([{"name": "x", "type": "string", "enum": 5}], {"x": "a"}),
+    ([{"name": ["x"], "type": "string"}], {"x": "a"}),
+    ([{"name": "x", "type": ["string"]}], {"x": "a"}),
+    ([{"name": "x", "type": "string"}], {"y": "a"}),
+    ([{"name": "x", "type": "string"}], ["a"]),
+])
+def test_a_malformed_field_or_expected_answer_is_a_value_error_naming_it(fields, expected):
+    with pytest.raises(ValueError):
+        field_scores({"x": "a"}, expected, fields)

@@ -232,3 +232,144 @@ def test_progress_bar_writes_one_final_line_when_not_a_terminal():
         bar.update()
     bar.close()
     assert stream.getvalue().count("\n") == 1 and "4/4 episodes" in stream.getvalue()
+
+
+# -- Bad input never costs a user their work (issue 12) -----------------------------------------------
+@pytest.fixture
+def no_episodes(monkeypatch):
+    """Fails the test if `sopgym eval` gets as far as running episodes."""
+    import sopgym.evaluation
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("episodes ran before the arguments were checked")
+
+    monkeypatch.setattr(sopgym.evaluation, "run_policy", refuse, raising=False)
+
+
+def _traj_line():
+    return json.dumps({"type": "reset", "episode_index": 0, "task_id": "t", "seed": 0, "options": None, "observation": "x"}) + "\n"
+
+
+@pytest.mark.parametrize("case", ["missing folder", "out is a folder", "trajectories under a file", "same path twice",
+                                  "same file by another name", "out is a trajectory file"])
+def test_eval_refuses_bad_output_paths_before_running_any_episode(capsys, tmp_path, no_episodes, case):
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "old.jsonl").write_text(_traj_line())
+    args = {
+        "missing folder": ["--out", str(tmp_path / "nonexistent" / "x.json")],
+        "out is a folder": ["--out", str(tmp_path)],
+        "trajectories under a file": ["--trajectories", str(tmp_path / "a_file" / "t.jsonl")],
+        "same path twice": ["--out", str(tmp_path / "t.jsonl"), "--trajectories", str(tmp_path / "t.jsonl")],
+        "same file by another name": ["--out", str(tmp_path / "." / "t.jsonl"), "--trajectories", str(tmp_path / "t.jsonl")],
+        "out is a trajectory file": ["--out", str(tmp_path / "old.jsonl")],
+    }[case]
+    assert cli.main(["eval", "--env", WR, "--episodes", "200", "--quiet", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sopgym eval: ") and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "old.jsonl").read_text() == _traj_line() and not (tmp_path / "t.jsonl").exists()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--n-bootstrap", "-1"], ["--n-bootstrap", "expected an integer >= 0"]),
+    (["--seed", "-5"], ["--seed", "expected an integer >= 0"]),
+    (["--episodes", "0"], ["--episodes", "expected an integer >= 1"]),
+    (["--episodes", "many"], ["--episodes", "expected an integer >= 1"]),
+])
+def test_eval_refuses_bad_counts_before_running_any_episode(capsys, no_episodes, argv, words):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["eval", "--env", WR, "--quiet", *argv])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and all(w in err for w in words), err
+
+
+@pytest.mark.parametrize("item,words", [
+    ("max_turns=1.5", ["max_turns", "integer >= 1", "1.5"]),
+    ("max_turns=true", ["max_turns", "integer >= 1", "bool"]),
+    ("turn_cost=NaN", ["turn_cost", "finite number >= 0", "nan"]),
+    ("max_context=-1", ["max_context", "integer >= 1"]),
+])
+def test_eval_refuses_invalid_env_kwargs_before_running_any_episode(capsys, tmp_path, item, words):
+    traj = tmp_path / "t.jsonl"
+    assert cli.main(["eval", "--env", WR, "--episodes", "3", "--quiet", "--env-arg", item, "--trajectories", str(traj)]) == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err
+    assert not traj.exists() or traj.read_text() == ""
+
+
+def test_eval_results_and_trajectories_are_both_kept(tmp_path):
+    out, traj = tmp_path / "r.json", tmp_path / "deep" / "t.jsonl"
+    assert cli.main(["eval", "--env", WR, "--episodes", "2", "--quiet", "--out", str(out), "--trajectories", str(traj)]) == 0
+    assert json.loads(out.read_text())["episodes"] == 2 and len(traj.read_text().splitlines()) > 2
+
+
+# `sopgym show` on odd files: one line naming the file and line, exit code 2.
+ODD_LINES = {
+    "invalid JSON": "{not json",
+    "not an object": "[1, 2]",
+    "episode_index a string": json.dumps({"type": "reset", "episode_index": "0", "observation": "x"}),
+    "episode_index a list": json.dumps({"type": "reset", "episode_index": [0], "observation": "x"}),
+    "episode_index negative": json.dumps({"type": "reset", "episode_index": -1, "observation": "x"}),
+    "type a number": json.dumps({"type": 3, "episode_index": 0}),
+    "observation a number": json.dumps({"type": "reset", "episode_index": 0, "observation": 5}),
+    "calls not a list": json.dumps({"type": "step", "episode_index": 0, "calls": 5}),
+    "a call not an object": json.dumps({"type": "step", "episode_index": 0, "calls": ["get_shipment"]}),
+    "tool content a number": json.dumps({"type": "step", "episode_index": 0, "tool_results": [{"content": 3}]}),
+    "reward a string": json.dumps({"type": "step", "episode_index": 0, "reward": "1.0"}),
+    "truncated a string": json.dumps({"type": "episode", "episode_index": 0, "truncated": "no"}),
+    "nested 100,000 deep": '{"type": "step", "episode_index": 0, "action": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    "integer of 5,000 digits": '{"type": "step", "episode_index": 0, "reward": ' + "7" * 5_000 + "}",
+}
+
+
+@pytest.mark.parametrize("label", sorted(ODD_LINES))
+def test_show_on_an_odd_line_is_one_line_naming_it(capsys, tmp_path, label):
+    path = tmp_path / "odd.jsonl"
+    path.write_text(_traj_line() + "\n" + ODD_LINES[label] + "\n")
+    assert cli.main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{path}:3:" in err, err
+
+
+def test_show_prints_records_it_cannot_score_and_values_it_cannot_print(capsys, tmp_path):
+    path = tmp_path / "odd.jsonl"
+    lines = [
+        {"type": "reset", "episode_index": 0, "task_id": ["not", "a", "string"], "observation": "inputs"},
+        {"type": "step", "episode_index": 0, "turn": 10**4000, "action": {"deep": [[[[["x"]]]]]}, "reward": 1e400,
+         "calls": [{"name": 5, "arguments": {"n": 10**300}, "status": None}], "tool_results": [{"name": None, "content": None}]},
+        {"type": "episode", "episode_index": 0, "answer": {"x": 10**400}, "expected": {"x": 1},
+         "fields": [{"name": "x", "type": "integer", "enum": [{"a": 1}]}], "turns": 1, "truncated": False, "terminated": True},
+        {"type": "episode", "episode_index": 1, "truncated": True},  # a record missing most keys
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert cli.main(["show", str(path)]) == 0
+    assert "== episode 0 |" in capsys.readouterr().out
+    assert cli.main(["show", str(path), "--episode", "1"]) == 0
+    assert "evaluator: cannot score this record" in capsys.readouterr().out
+
+
+def test_show_refuses_a_negative_max_chars(capsys, oracle_run):
+    _, folder = oracle_run
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["show", str(folder / "traj.jsonl"), "--max-chars", "-5"])
+    assert exit_info.value.code == 2 and "expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_show_prints_an_episode_of_hostile_actions(capsys, tmp_path):
+    import gymnasium as gym
+
+    from sopgym.envs.wrappers import RecordTrajectory
+
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    path = tmp_path / "t.jsonl"
+    env = RecordTrajectory(gym.make(WR, max_turns=3), path)
+    env.reset(seed=0)
+    for action in ({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"n": 10**5000}}}]},
+                   {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": deep}}]},
+                   "<tool_call>" * 10_000):
+        env.step(action)
+    env.close()
+    assert cli.main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "<integer of about 5001 digits>" in out and "truncated (max_turns)" in out

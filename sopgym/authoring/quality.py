@@ -13,6 +13,13 @@ A pack passes when:
 * ``coverage``: every non-distractor tool is called by the oracle on some task;
 * ``balance``: on val and test, no value of the primary label (the first output field) above 40%
   (60% when it has two values); the other fields' largest shares are reported;
+* ``difficulty_label``: on val and test, a guess of the primary label from the task's difficulty
+  alone (the most common label of each difficulty level, fitted on the split itself: an upper
+  bound) is right on at most the primary label's balance limit (40%, 60% for two values). The
+  balance check keeps a constant guess under that limit; this one keeps a guess that also knows
+  the difficulty under it. ``info["difficulty"]`` is bookkeeping and never reaches a model (see
+  docs/environments.md), but a label the difficulty predicts makes per-difficulty metrics describe
+  labels, not difficulty, and leaks the answer to anything that does see it;
 * ``baselines``: majority, random and inputs-only success on test at most ``max_baseline`` (they must
   stay far below the oracle's 100%).
 """
@@ -27,6 +34,8 @@ import json
 import math
 import re
 import sys
+import traceback
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,7 +45,10 @@ from sopgym.sandboxes.schema import check_schema
 from sopgym.sop_tasks.pack import DomainPack
 from sopgym.sop_tasks.registry import all_packs, get_pack, register_pack
 
-__all__ = ["Check", "DomainReport", "validate_pack", "load_pack_from_path", "domains_table", "label_entropy"]
+__all__ = [
+    "Check", "DomainReport", "validate_pack", "load_pack_from_path", "domains_table", "label_entropy",
+    "balance_limit", "difficulty_guess_accuracy",
+]
 
 MAX_BASELINE = 0.6
 
@@ -111,16 +123,34 @@ def label_entropy(answers: list[dict[str, Any]]) -> float:
     return -sum(c / total * math.log2(c / total) for c in counts.values())
 
 
+def balance_limit(num_values: int) -> float:
+    """Largest share one value of the primary label may have on val/test: 60% with two values, else 40%."""
+    return 0.6 if num_values <= 2 else 0.4
+
+
+def difficulty_guess_accuracy(tasks: list[Any], field_name: str) -> float:
+    """Accuracy on ``tasks`` of guessing ``field_name`` from the difficulty alone: the most common
+    label of each difficulty level (fitted on ``tasks`` themselves, so an upper bound)."""
+    by_level: dict[str, Counter] = {}
+    for task in tasks:
+        by_level.setdefault(task.difficulty, Counter())[json.dumps(task.answer[field_name], sort_keys=True)] += 1
+    right = sum(max(labels.values()) for labels in by_level.values())
+    return right / len(tasks) if tasks else 0.0
+
+
 def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kwargs: Any) -> dict[str, Any]:
     """Run one policy instance (its random state carries over from task to task) on tasks ``0..count-1``
     through the episode runner; success is the evaluator's verdict on each record."""
     from sopgym.envs.env import SOPEnv
+    from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
     from sopgym.envs.policies import make_policy
     from sopgym.evaluation.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
 
     if not count:
         return {"success": 0.0, "mean_calls": 0.0, "used": Counter()}
-    env = SOPEnv(pack, code_runner="inprocess")
+    with warnings.catch_warnings():  # the code run here is the pack's own solver and baselines: trusted
+        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
+        env = SOPEnv(pack, code_runner="inprocess")
     policy = make_policy(policy_name, **policy_kwargs)
     specs = [EpisodeSpec(pack.env_id, None, {"split": split, "task_index": index}) for index in range(count)]
     try:
@@ -183,12 +213,25 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
                 continue
             share = max(tally.values()) / sum(tally.values())
             if f is primary:
-                limit = 0.6 if len(tally) <= 2 else 0.4
+                limit = balance_limit(len(tally))
                 ok_balance &= share <= limit
                 shares.append(f"{split}.{f.name} {share:.1%} (limit {limit:.0%})")
             elif split == "test":
                 shares.append(f"test.{f.name} {share:.1%} (reported)")
     report.add("balance", ok_balance, "largest label share: " + ", ".join(shares))
+
+    # Difficulty must not predict the primary label (a guess that knows it stays within the balance limit).
+    guesses, ok_guess, notes = {}, True, []
+    for split in ("val", "test"):
+        tasks = [pack.task(split, i) for i in range(counts[split])]
+        if not tasks:
+            continue
+        labels = Counter(json.dumps(t.answer[primary.name], sort_keys=True) for t in tasks)
+        limit = balance_limit(len(labels))
+        guesses[split] = round(difficulty_guess_accuracy(tasks, primary.name), 4)
+        ok_guess &= guesses[split] <= limit
+        notes.append(f"{split} {guesses[split]:.1%} (limit {limit:.0%}; without the difficulty {max(labels.values()) / len(tasks):.1%})")
+    report.add("difficulty_label", ok_guess, f"guessing {primary.name} from the difficulty alone: " + ", ".join(notes))
     baselines = {name: _run(pack, name, "test", counts["test"], **({"seed": 0} if name == "random" else {}))["success"]
                  for name in ("majority", "random", "inputs-only")}
     report.add("baselines", all(v <= max_baseline for v in baselines.values()),
@@ -202,6 +245,7 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
         "oracle_success": {s: r["success"] for s, r in oracle.items()},
         "oracle_mean_tool_calls": round(mean_calls, 2),
         "baselines_test_success": baselines,
+        "difficulty_label_guess": guesses,
         "sop_characters": len(pack.sop),
         "human_steps": pack.human_steps,
         "theme": pack.theme,
@@ -212,8 +256,8 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
 def domains_table(reports: list[DomainReport]) -> str:
     """Markdown table of the suite (docs/domains.md)."""
     lines = [
-        "| env id | theme | tasks (train/val/test) | tools (distractors) | tiers | label entropy (bits) | oracle | majority | random | inputs-only | oracle tool calls | checks |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env id | theme | tasks (train/val/test) | tools (distractors) | tiers | label entropy (bits) | oracle | majority | random | inputs-only | difficulty -> label guess (test) | oracle tool calls | checks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in reports:
         f = r.figures
@@ -222,25 +266,61 @@ def domains_table(reports: list[DomainReport]) -> str:
         lines.append(
             f"| `{r.env_id}` | {f['theme']} | {t['train']}/{t['val']}/{t['test']} | {f['tools']} ({f['distractors']}) | "
             f"{', '.join(f['tiers'])} | {f['label_entropy_bits']:.2f} | {min(f['oracle_success'].values()):.0%} | "
-            f"{b['majority']:.1%} | {b['random']:.1%} | {b['inputs-only']:.1%} | {f['oracle_mean_tool_calls']:.1f} | "
+            f"{b['majority']:.1%} | {b['random']:.1%} | {b['inputs-only']:.1%} | {f['difficulty_label_guess'].get('test', 0.0):.1%} | "
+            f"{f['oracle_mean_tool_calls']:.1f} | "
             f"{'pass' if r.ok else 'FAIL: ' + ', '.join(c.name for c in r.checks if not c.ok)} |"
         )
     return "\n".join(lines)
 
 
 # -- CLI -----------------------------------------------------------------------------------------
+def _where(exc: BaseException) -> str:
+    """Where an exception of a pack's own code was raised: ``file:line`` (a syntax error's own location)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}:{exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
-    pack = load_pack_from_path(args.path)
-    report = validate_pack(pack, train_tasks=args.train_tasks, max_baseline=args.max_baseline)
+    """Exit codes: 0 every check passes, 1 a check fails, 2 the pack cannot be loaded or checked (one line on stderr)."""
+    if not 0.0 <= args.max_baseline <= 1.0:
+        print(f"sopgym validate-domain: --max-baseline must be a fraction in [0, 1], got {args.max_baseline}", file=sys.stderr)
+        return 2
+    try:
+        pack = load_pack_from_path(args.path)
+    except ValueError as exc:
+        print(f"sopgym validate-domain: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the pack's own module failed to import: say where, in one line
+        print(f"sopgym validate-domain: cannot import the pack at {args.path}: {type(exc).__name__}: {exc}{_where(exc)}",
+              file=sys.stderr)
+        return 2
+    try:
+        report = validate_pack(pack, train_tasks=args.train_tasks, max_baseline=args.max_baseline)
+    except Exception as exc:  # noqa: BLE001 - the pack's generator, solver or tools raised: say where, in one line
+        print(f"sopgym validate-domain: checking {pack.env_id} stopped: {type(exc).__name__}: {exc}{_where(exc)}",
+              file=sys.stderr)
+        return 2
     print(json.dumps(report.to_json(), indent=2, default=str) if args.json else report.format())
     return 0 if report.ok else 1
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
 
 
 def add_validate_domain_cli(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("validate-domain", help="run the quality checks of a domain pack")
     p.add_argument("path", help="a domain-pack folder (with __init__.py defining PACK) or a registered domain name")
-    p.add_argument("--train-tasks", type=int, default=200, help="train tasks the oracle must solve (default 200)")
-    p.add_argument("--max-baseline", type=float, default=MAX_BASELINE, help="largest allowed baseline success on test")
+    p.add_argument("--train-tasks", type=_non_negative_int, default=200, help="train tasks the oracle must solve (default 200)")
+    p.add_argument("--max-baseline", type=float, default=MAX_BASELINE, help="largest allowed baseline success on test (0-1)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_validate)
     return p
@@ -251,7 +331,10 @@ HEADER = """# The authored domains
 Generated by `sopgym domains-table --out docs/domains.md` (do not edit by hand). Every figure is
 measured by `sopgym validate-domain` on the pack as it is: oracle success is the minimum over val,
 test and the first {train} train tasks; baselines are success rates on the 200-task test split;
-label entropy is over whole answers on test. See `sopgym/authoring/quality.py` for the checks.
+label entropy is over whole answers on test; "difficulty -> label guess" is the accuracy on test of
+guessing the primary label from the task's difficulty alone (the `difficulty_label` check fails it
+above the label's balance limit, 40%, or 60% for two values). See `sopgym/authoring/quality.py` for
+the checks.
 
 """
 

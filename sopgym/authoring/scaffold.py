@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 __all__ = ["new_domain", "add_new_domain_cli", "TEMPLATES", "TEMPLATE_SOP"]
@@ -179,12 +180,13 @@ def _records(rng: random.Random, f: dict[str, Any], label: str) -> dict[str, Any
     bought = dt.date(2024, 1, 1) + dt.timedelta(days=rng.randint(0, 500))
     submitted = bought + dt.timedelta(days=f["elapsed"])
     postcode = f"{rng.randint(10000, 99999)}"
+    claimed_offset = rng.randint(0, 90)  # drawn where the record below used to draw it: tasks unchanged
     replay = {
         "get_claim": record({"claim_id": claim_id}, {
             "claim_id": claim_id, "serial_number": serial, "purchase_id": purchase_id,
             "submitted_on": submitted.isoformat(), "customer_postcode": postcode,
             # the customer's own statement, wrong on purpose: the SOP says to use the purchase record
-            "customer_says_bought_on": (bought + dt.timedelta(days=rng.randint(0, 90))).isoformat()}),
+            "customer_says_bought_on": (bought + dt.timedelta(days=claimed_offset)).isoformat()}),
         "get_product": record({"serial_number": serial}, {"serial_number": serial, "model": model, "warranty_months": f["months"],
                                                           "recall_extension_months": f["extension"]}),
         "get_purchase": record({"purchase_id": purchase_id}, {"purchase_id": purchase_id, "purchase_date": bought.isoformat(),
@@ -194,7 +196,10 @@ def _records(rng: random.Random, f: dict[str, Any], label: str) -> dict[str, Any
         "get_store_locator": record({"postcode": postcode}, {"stores": [f"Store {rng.randint(1, 99)}"]}),
         "get_promotions": record({"model": model}, {"model": model, "promotions": []}),
     }
-    difficulty = {"DENY_SELLER": "easy", "DENY_EXPIRED": "medium", "DENY_DAMAGE": "medium"}.get(label, "hard")
+    # Difficulty from what makes a case hard to read, drawn independently of the target: a recall
+    # extension to weigh, a customer's purchase date that disagrees with the record. Never from the
+    # label: validate-domain fails a difficulty that predicts it (check difficulty_label).
+    difficulty = ("easy", "medium", "hard")[(f["extension"] > 0) + (claimed_offset > 45)]
     return {"inputs": {"claim_id": claim_id}, "answer": {"decision": label}, "replay": replay, "difficulty": difficulty}
 '''
 
@@ -270,7 +275,12 @@ def new_domain(name: str, dest: str | Path = "sop_tasks", title: str | None = No
 
 
 def _cmd_new_domain(args: argparse.Namespace) -> int:
-    folder = new_domain(args.name, args.dest, args.title)
+    """Exit codes: 0 written, 2 a bad name or destination (one line on stderr)."""
+    try:
+        folder = new_domain(args.name, args.dest, args.title)
+    except (ValueError, OSError) as exc:
+        print(f"sopgym new-domain: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {folder}/: {', '.join(TEMPLATES)}\nnext: edit them, then run: sopgym validate-domain {folder}")
     return 0
 

@@ -44,15 +44,19 @@ def normalize_text(text: str) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _normalized_enum(enum: tuple[str, ...]) -> frozenset:
-    return frozenset(normalize_text(e) for e in enum)
+def _normalized_enum(enum: tuple) -> frozenset:
+    return frozenset(normalize_text(e) for e in enum if isinstance(e, str))
 
 
-def _enum(field: Any) -> list | tuple | None:
-    enum = _field_attr(field, "enum")
-    if enum is not None and not isinstance(enum, (list, tuple)):
-        raise ValueError(f"a field's enum must be a list of allowed values or null, got {type(enum).__name__}")
-    return enum
+def _allowed_texts(enum: Any) -> frozenset:
+    """The normal forms of an enum's string values (cached for the usual hashable enum)."""
+    kind = type(enum)
+    if kind is not tuple and kind is not list:
+        raise ValueError(f"a field's enum must be a list of allowed values or null, got {kind.__name__}")
+    try:
+        return _normalized_enum(enum if kind is tuple else tuple(enum))
+    except TypeError:  # an unhashable allowed value, as a hand-edited record may hold
+        return frozenset(normalize_text(e) for e in enum if isinstance(e, str))
 
 
 def _as_float(value: int | float) -> float | None:
@@ -78,8 +82,8 @@ def normalize_value(value: Any, field: Any) -> Any:
         if not isinstance(value, str):
             return INVALID
         norm = normalize_text(value)
-        enum = _enum(field)
-        if enum is not None and norm not in _normalized_enum(tuple(e for e in enum if isinstance(e, str))):
+        enum = _field_attr(field, "enum")
+        if enum is not None and norm not in _allowed_texts(enum):
             return INVALID
         return norm
     if typ in ("integer", "number"):
@@ -87,11 +91,16 @@ def normalize_value(value: Any, field: Any) -> Any:
             return INVALID
         if isinstance(value, float) and not (math.isfinite(value) and (typ == "number" or value.is_integer())):
             return INVALID
-        enum = _enum(field)
-        if enum is not None and not any(not isinstance(e, bool) and isinstance(e, (int, float)) and _num_eq(value, e) for e in enum):
-            return INVALID
-        number = _as_float(value)
-        return value if number is None else number  # an integer beyond float range stays exact
+        enum = _field_attr(field, "enum")
+        if enum is not None:
+            if type(enum) is not tuple and type(enum) is not list:
+                raise ValueError(f"a field's enum must be a list of allowed values or null, got {type(enum).__name__}")
+            if not any(not isinstance(e, bool) and isinstance(e, (int, float)) and _num_eq(value, e) for e in enum):
+                return INVALID
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond float range stays exact
+            return value
     if typ == "boolean":
         return value if isinstance(value, bool) else INVALID
     shown = typ if isinstance(typ, str) else type(typ).__name__
@@ -114,8 +123,10 @@ def values_equal(submitted: Any, expected: Any, field: Any) -> bool:
     want = normalize_value(expected, field)
     if want is INVALID:  # a label outside the field's own schema can never be matched
         return False
-    if isinstance(got, (int, float)) and not isinstance(got, bool) and isinstance(want, (int, float)) and not isinstance(want, bool):
-        return _num_eq(got, want)
+    if type(got) is float and type(want) is float:
+        return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+    if type(got) is int or type(want) is int:  # an integer beyond float range (normal forms are float otherwise)
+        return _num_eq(got, want) if type(got) in (int, float) and type(want) in (int, float) else False
     return got == want and (got is None) == (want is None)
 
 
@@ -137,8 +148,14 @@ def validate_answer(answer: Any, fields: Iterable[Any]) -> str | None:
     """Why ``answer`` is not a well-formed answer (None when it is).
 
     Well-formed: a dict with exactly the fields' names as keys. Values are judged per field.
+
+    Raises:
+        ValueError: a field name that is not a string.
     """
-    names = _names(fields)
+    return _why_malformed(answer, _names(fields))
+
+
+def _why_malformed(answer: Any, names: list[str]) -> str | None:
     if not isinstance(answer, Mapping):
         return f"expected an object with fields {names}, got {type(answer).__name__}"
     missing = [n for n in names if n not in answer]
@@ -149,14 +166,19 @@ def validate_answer(answer: Any, fields: Iterable[Any]) -> str | None:
 
 
 def field_scores(answer: Any, expected: Mapping[str, Any], fields: Iterable[Any]) -> dict[str, bool]:
-    """Per-field correctness. A malformed answer (see :func:`validate_answer`) scores False everywhere."""
+    """Per-field correctness. A malformed answer (see :func:`validate_answer`) scores False everywhere.
+
+    Raises:
+        ValueError: a malformed field description or an expected answer without every field (a
+            hand-edited record); never for anything about ``answer``.
+    """
     fields = list(fields)
     names = _names(fields)
-    if not isinstance(expected, Mapping) or any(name not in expected for name in names):
-        raise ValueError(f"the expected answer must have every field {names}, got {_short_keys(expected)}")
-    if validate_answer(answer, fields) is not None:
-        return {_field_attr(f, "name"): False for f in fields}
-    return {
-        _field_attr(f, "name"): values_equal(answer[_field_attr(f, "name")], expected[_field_attr(f, "name")], f)
-        for f in fields
-    }
+    if not isinstance(expected, Mapping):
+        raise ValueError(f"the expected answer must be an object with fields {names}, got {_short_keys(expected)}")
+    for name in names:
+        if name not in expected:
+            raise ValueError(f"the expected answer must have every field {names}, got {_short_keys(expected)}")
+    if _why_malformed(answer, names) is not None:
+        return {name: False for name in names}
+    return {name: values_equal(answer[name], expected[name], f) for name, f in zip(names, fields)}

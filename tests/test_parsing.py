@@ -61,11 +61,6 @@ def test_unclosed_tags_parse_in_linear_time():
         assert time.process_time() - start < 1.0
 
 
-def test_a_megabyte_of_unclosed_tags_is_one_parse_error():
-    r = parse_reply("<tool_call>" * 90_000)
-    assert len(r.calls) == 1 and "unclosed" in r.calls[0].error
-
-
 def test_a_reply_longer_than_the_bound_is_refused_and_nothing_in_it_is_read():
     call = _call_text("{}")
     r = parse_reply(call + "x" * 1_000, max_chars=1_000)

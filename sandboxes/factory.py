@@ -36,7 +36,9 @@ def make_stateful_backend(kind: str = "inprocess", **options: Any) -> StatefulBa
 
 
 def make_code_runner(kind: str = "docker", **options: Any) -> CodeRunner:
-    """The verifiable tier's runner: ``"docker"`` (default) or ``"inprocess"`` (explicit fallback)."""
+    """The verifiable tier's runner: ``"docker"`` (default) or ``"inprocess"`` (explicit fallback for
+    trusted code only: it runs the code on this host as this user, where it can import sopgym and
+    regenerate a task's answer; see :mod:`.local_runner`)."""
     if kind == "docker":
         try:
             from .docker import DockerCodeRunner

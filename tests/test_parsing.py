@@ -53,9 +53,11 @@ def _call_text(args_text):
 
 
 def test_unclosed_tags_parse_in_linear_time():
-    """99 KB of unclosed tags took about 4 s with a regex (quadratic); a megabyte never finished.
-    The bound is generous (CPU time, 1 s for what now takes about a millisecond)."""
-    for reply in ("<tool_call>" * 9_000, "<tool_call>{" * 8_000 + "</tool_call>" * 2, "```" + " " * 100_000 + "x"):
+    """99 KB of unclosed tags took about 4 s with a regex (quadratic); a megabyte never finished. A code
+    fence followed by 2,000 spaces took 8 s (the fence regex was worse than quadratic). The bound is
+    generous (CPU time, 1 s for what now takes well under a millisecond)."""
+    for reply in ("<tool_call>" * 9_000, "<tool_call>{" * 8_000 + "</tool_call>" * 2, "```" + " " * 1_500 + "x",
+                  "```json" + "\n" * 1_500 + "{"):
         start = time.process_time()
         parse_reply(reply)
         assert time.process_time() - start < 1.0

@@ -336,13 +336,15 @@ def test_show_prints_records_it_cannot_score_and_values_it_cannot_print(capsys, 
         {"type": "reset", "episode_index": 0, "task_id": ["not", "a", "string"], "observation": "inputs"},
         {"type": "step", "episode_index": 0, "turn": 10**4000, "action": {"deep": [[[[["x"]]]]]}, "reward": 1e400,
          "calls": [{"name": 5, "arguments": {"n": 10**300}, "status": None}], "tool_results": [{"name": None, "content": None}]},
-        {"type": "episode", "episode_index": 0, "answer": {"x": 10**400}, "expected": {"x": 1},
-         "fields": [{"name": "x", "type": "integer", "enum": [{"a": 1}]}], "turns": 1, "truncated": False, "terminated": True},
+        {"type": "episode", "episode_index": 0, "task_id": "t/test/0", "answer": {"x": 10**400, "y": "A"}, "expected": {"x": 1, "y": "A"},
+         "fields": [{"name": "x", "type": "integer", "enum": [1, 2]}, {"name": "y", "type": "string", "enum": [{"a": 1}, "A"]}],
+         "turns": 1, "truncated": False, "terminated": True, "statuses": ["SUBMITTED"]},
         {"type": "episode", "episode_index": 1, "truncated": True},  # a record missing most keys
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert cli.main(["show", str(path)]) == 0
-    assert "== episode 0 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "== episode 0 |" in out and "fields: x WRONG  y right" in out
     assert cli.main(["show", str(path), "--episode", "1"]) == 0
     assert "evaluator: cannot score this record" in capsys.readouterr().out
 

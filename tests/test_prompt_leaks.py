@@ -15,7 +15,6 @@ import dataclasses
 import json
 import warnings
 from pathlib import Path
-from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
@@ -106,34 +105,30 @@ def test_upstream_style_prompts_never_carry_bookkeeping_values(env_id):
 
 
 def test_the_openai_client_sends_only_messages_and_tools(env_id):
-    """The message-level policy (trainers/policy/openai_client.py) builds its requests from the env's
-    messages and tools; its transport is replaced by one that records each request body."""
-    from sopgym.trainers.policy.openai_client import OpenAIChatPolicy, run_episodes
+    """The message-level policy (trainers/policy/openai_client.py: ``ChatAgent`` over the episode runner)
+    builds its requests from the env's messages and tools; its transport is replaced by one that records
+    each request body and answers with a tool call, then the task's answer."""
+    from sopgym.evaluation.runner import EnvPool, EpisodeSpec, run_episodes
+    from sopgym.trainers.policy.openai_client import ChatAgent, OpenAIChatPolicy
 
-    bodies = []
-    answer = {}
+    bodies, envs = [], []
 
     class Recording(OpenAIChatPolicy):
         def _post(self, body):
             bodies.append(json.dumps(body))
-            return {"choices": [{"message": {"role": "assistant", "content": format_call(SUBMIT_TOOL, answer)}}]}
+            first_tool = (body.get("tools") or [{"function": {"name": "no_tools"}}])[0]["function"]["name"]
+            answer = envs[0].unwrapped._task.answer
+            reply = format_call(first_tool, {}) if len(bodies) == 1 else format_call(SUBMIT_TOOL, answer)
+            return {"choices": [{"message": {"role": "assistant", "content": reply}}]}
 
     def make_env(env_id_):
-        env = make(env_id_)
-        reset = env.reset
+        envs.append(make(env_id_))
+        return envs[-1]
 
-        def reset_and_note_answer(**kwargs):
-            obs, info = reset(**kwargs)
-            answer.update(env.unwrapped._task.answer)
-            return obs, info
-
-        env.reset = reset_and_note_answer
-        return env
-
-    spec = SimpleNamespace(env_id=env_id, seed=0, split="test", options={"task_index": 0})
-    (record,) = run_episodes(make_env, [spec], Recording("http://127.0.0.1:9/v1", model="m", retries=1))
-    assert record["difficulty"] == SENTINELS["difficulty"] and bodies
-    leaks = {s for body in bodies for s in _leaks(body, record["task_id"])}
+    spec = EpisodeSpec(env_id, 0, {"split": "test", "task_index": 0})
+    (result,) = run_episodes([spec], ChatAgent(Recording("http://127.0.0.1:9/v1", model="m", retries=1)), EnvPool(make_env))
+    assert result.record["difficulty"] == SENTINELS["difficulty"] and bodies
+    leaks = {s for body in bodies for s in _leaks(body, result.record["task_id"])}
     assert not leaks, f"bookkeeping values in a request body: {sorted(leaks)}"
 
 

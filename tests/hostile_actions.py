@@ -187,17 +187,18 @@ def _non_json_values() -> list[Callable[[], Any]]:
         lambda: dt.datetime(2024, 1, 1, 12), lambda: 1 + 2j, lambda: object(), self_dict, self_list,
         lambda: deep(5000, "dict"), lambda: deep(5000, "list"), lambda: deep(70, "dict"), lambda: deep(63, "list"),
         lambda: {(1, 2): "tuple key"}, lambda: {1: "int key"}, lambda: {None: 1}, lambda: 10**5000,
-        lambda: -(10**309), lambda: (1, 2, 3), lambda: doubling(60), lambda: print, lambda: range(3),
-        lambda: float("inf"), lambda: "x" * 1_000_100,
-    ]
+        lambda: -(10**309), lambda: (1, 2, 3), lambda: print, lambda: range(3), lambda: float("inf"),
+    ], [lambda: doubling(60), lambda: "x" * 1_000_100]
 
 
-NON_JSON = _non_json_values()
+#: Values JSON cannot carry; the heavy ones (a structure of 2**60 values sharing itself, a megabyte
+#: string: recording each costs a tenth of a second) are drawn rarely, by the ``oversized`` shape.
+NON_JSON, HEAVY_NON_JSON = _non_json_values()
 
 
-def non_json_dict_action(rng: random.Random, view: ToolView) -> Any:
+def non_json_dict_action(rng: random.Random, view: ToolView, values: list[Callable[[], Any]] = NON_JSON) -> Any:
     """A message dict holding a value JSON cannot carry, somewhere a parser looks."""
-    value = rng.choice(NON_JSON)()
+    value = rng.choice(values)()
     name = rng.choice(view.names)
     args = _arguments(rng, view, name)
     where = rng.randrange(8)
@@ -240,7 +241,10 @@ def tag_flood(rng: random.Random, view: ToolView) -> str:
 
 
 def oversized(rng: random.Random, view: ToolView) -> Any:
-    """Replies longer than the action space allows (1,000,000 characters by default)."""
+    """Replies longer than the action space allows (1,000,000 characters by default), and message dicts
+    holding megabyte strings or structures of 2**60 values."""
+    if rng.random() < 0.5:
+        return non_json_dict_action(rng, view, HEAVY_NON_JSON)
     call = OPEN + json.dumps({"name": rng.choice(view.names), "arguments": {}}) + CLOSE
     filler = rng.choice(["a", " ", "\u4e2d", OPEN])
     text = call + filler * (1_000_001 - len(call) + rng.randint(0, 10))
@@ -267,8 +271,8 @@ SHAPES: list[tuple[Callable[[random.Random, ToolView], Any], float]] = [
     (huge_number_call, 0.2),
     (non_json_dict_action, 0.2),
     (tag_flood, 0.04),
-    (oversized, 0.002),
-    (random_reply, 0.218),
+    (oversized, 0.004),
+    (random_reply, 0.216),
 ]
 
 

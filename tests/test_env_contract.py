@@ -20,6 +20,9 @@ from sopgym.sop_tasks.registry import get_pack
 ALLOWED_WARNINGS = (
     # check_env on the make()-wrapped env: we pass the unwrapped env, as gymnasium recommends.
     "is different from the unwrapped version",
+    # make() below runs verifiable domains with code_runner="inprocess" (unit tests need no Docker; the
+    # code is the oracle's), and check_env rebuilds the env from its spec: the trusted-code warning.
+    "code_runner='inprocess' runs the agent's code on this host",
 )
 
 NO_CALL = "I will think about this case first."

@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import time
 import warnings
 
 import gymnasium as gym
@@ -152,3 +153,24 @@ def test_a_reply_longer_than_the_action_space_runs_nothing(env_id):
     obs, reward, terminated, truncated, info = env.step(reply)
     assert terminated and info["turn_status"] == "SUBMITTED"
     env.close()
+
+
+def test_upstream_final_decision_is_found_in_linear_time():
+    from sopgym.sopbench.prompts import final_decision
+
+    assert final_decision("a <final_decision> X </final_decision> b <final_decision>Y</final_decision>") == "Y"
+    assert final_decision("<final_decision>a<final_decision>b</final_decision>") == "a<final_decision>b"
+    assert final_decision("<final_decision> unclosed") is None
+    started = time.process_time()
+    assert final_decision("<final_decision>" * 50_000) is None  # quadratic before: ~10 s per step at 8,000
+    assert time.process_time() - started < 1.0
+
+
+@pytest.mark.parametrize("line", ['{"a": ' + "1" * 5000 + "}", "[" * 100_000 + "]" * 100_000])
+def test_record_files_with_unreadable_numbers_or_depth_name_the_line(tmp_path, line):
+    from sopgym.evaluation import load_records
+
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"type": "reset"}\n' + line + "\n")
+    with pytest.raises(ValueError, match=r"r\.jsonl:2: expected a JSON object per line"):
+        load_records(path)

@@ -21,9 +21,11 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+                value = json.loads(line)
+            except (ValueError, RecursionError) as exc:  # invalid JSON, an integer past the digit limit, too deep
+                raise ValueError(f"{path}:{number}: expected a JSON object per line, got unreadable JSON "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
+            yield number, value
 
 
 def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:

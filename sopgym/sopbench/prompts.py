@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,10 +49,21 @@ def upstream_user_message(sop: str, raw_row: Mapping[str, Any], shown: Sequence[
     return _UPSTREAM.format(sop=sop, inputs=inputs)
 
 
-_FINAL = re.compile(r"<final_decision>(.*?)</final_decision>", re.DOTALL)
+_OPEN, _CLOSE = "<final_decision>", "</final_decision>"
 
 
 def final_decision(text: str) -> str | None:
-    """The content of the last ``<final_decision>`` block, stripped (None if there is none)."""
-    found = _FINAL.findall(text or "")
-    return found[-1].strip() if found else None
+    """The content of the last ``<final_decision>`` block, stripped (None if there is none).
+
+    Blocks are matched left to right, each open tag with the next close tag (what the non-greedy
+    pattern ``<final_decision>(.*?)</final_decision>`` finds), in one linear scan: a reply full of
+    unclosed tags costs the same as any other reply of its length.
+    """
+    text = text or ""
+    found, position = None, 0
+    while (start := text.find(_OPEN, position)) >= 0:
+        end = text.find(_CLOSE, start + len(_OPEN))
+        if end < 0:
+            break
+        found, position = text[start + len(_OPEN):end], end + len(_CLOSE)
+    return found.strip() if found is not None else None

@@ -153,7 +153,7 @@ class SopBenchEnv(SOPEnv):
 
             try:
                 parsed = json.loads(decision)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, an integer past the digit limit, too deep
                 return action
             answer = parsed if isinstance(parsed, Mapping) else {}
         return text + "\n" + format_call(SUBMIT_TOOL, answer)

@@ -21,18 +21,23 @@ class ProgressBar:
         stream: where to draw (stderr by default).
         width: characters of the bar itself.
         min_interval: seconds between redraws on a terminal.
+        initial: units already done before this bar started (a resumed run): shown as done, left
+            out of the rate and the ETA.
     """
 
     def __init__(self, total: int, label: str = "episodes", stream: TextIO | None = None, width: int = 30,
-                 min_interval: float = 0.1) -> None:
+                 min_interval: float = 0.1, initial: int = 0) -> None:
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
+        if not 0 <= initial <= total:
+            raise ValueError(f"initial must be in [0, total={total}], got {initial}")
         self.total = total
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.width = width
         self.min_interval = min_interval
-        self.done = 0
+        self.done = initial
+        self.initial = initial
         self._start = time.monotonic()
         self._last_draw = float("-inf")
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -42,12 +47,13 @@ class ProgressBar:
         frac = self.done / self.total if self.total else 1.0
         filled = int(round(frac * self.width))
         elapsed = time.monotonic() - self._start
-        rate = self.done / elapsed if elapsed > 0 else 0.0
+        rate = (self.done - self.initial) / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("nan")
-        eta_text = f"ETA {eta:.0f}s" if eta == eta else "ETA ?"
+        eta_text = f"ETA {_duration(eta)}" if eta == eta else "ETA ?"
+        rate_text = f"{rate:.1f}/s" if rate >= 1 or rate == 0 else f"{rate * 60:.1f}/min"
         width = len(str(self.total))
         return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done:>{width}}/{self.total} {self.label}"
-                f"  {rate:.1f}/s  {eta_text if self.done < self.total else f'{elapsed:.1f}s'}")
+                f"  {rate_text}  {eta_text if self.done < self.total else _duration(elapsed, precise=True)}")
 
     def update(self, n: int = 1) -> None:
         """Record ``n`` more units done and redraw if due."""
@@ -68,3 +74,14 @@ class ProgressBar:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _duration(seconds: float, precise: bool = False) -> str:
+    """``12s`` / ``12.3s`` under a minute, ``4m05s`` under an hour, ``2h07m`` beyond."""
+    if seconds < 60:
+        return f"{seconds:.1f}s" if precise else f"{seconds:.0f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

@@ -327,7 +327,7 @@ def run_episodes(
     *,
     concurrency: int | None = None,
     on_result: Callable[[EpisodeResult], None] | None = None,
-    progress: bool = False,
+    progress: bool | ProgressBar = False,
 ) -> list[EpisodeResult]:
     """Run every spec to the end of its episode; at most ``concurrency`` at once.
 
@@ -340,7 +340,7 @@ def run_episodes(
         pool: steps the envs.
         concurrency: running episodes at most (None: all specs at once, one batch).
         on_result: called with each result as soon as its episode ends (e.g. to write it to disk).
-        progress: draw a progress bar with an ETA on stderr.
+        progress: draw a progress bar with an ETA on stderr (or update and close the given one).
 
     Returns:
         One :class:`EpisodeResult` per spec, in spec order.
@@ -356,7 +356,10 @@ def run_episodes(
     free = list(range(min(concurrency, len(specs))))
     running: dict[int, _Running] = {}
     results: list[EpisodeResult | None] = [None] * len(specs)
-    bar = ProgressBar(len(specs)) if progress and specs else None
+    if isinstance(progress, ProgressBar):
+        bar = progress
+    else:
+        bar = ProgressBar(len(specs)) if progress and specs else None
     try:
         while pending or running:
             starts = []
@@ -540,18 +543,33 @@ class _GymMaker:
 def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) -> Iterator[dict[str, Any]]:
     """The JSONL lines of one finished episode, in :class:`~sopgym.envs.wrappers.RecordTrajectory`'s
     format (``reset``, one ``step`` per turn, ``episode``), so ``sopgym show`` and
-    :func:`load_records` read runner output and wrapper output alike."""
+    :func:`load_records` read runner output and wrapper output alike.
+
+    What an agent added to :attr:`EpisodeResult.extra` is kept: ``extra["turns"]`` (one entry per
+    turn, e.g. a model's tokens, latency and ``finish_reason``) as each step line's ``agent``, and
+    the other keys as the episode line's ``extra`` (the evaluator ignores both).
+    """
     from sopgym.envs.wrappers import episode_line, reset_line, step_line
 
     index = result.index if episode_index is None else episode_index
     spec = result.spec
+    per_turn = result.extra.get("turns")
+    if per_turn is not None and len(per_turn) != len(result.turns):
+        raise ValueError(f"extra['turns'] has {len(per_turn)} entries for {len(result.turns)} turns; expected one per turn")
     yield reset_line(index, result.reset_info.get("task_id"), spec.seed,
                      dict(spec.options) if spec.options is not None else None, result.reset_observation)
     for number, turn in enumerate(result.turns, start=1):
         tool_results = [m for m in turn.new_messages if m.get("role") == "tool"]
-        yield step_line(index, number, turn.observation, turn.action, turn.calls, tool_results, turn.reward,
-                        turn.status, turn.terminated, turn.truncated)
-    yield episode_line(index, result.record)
+        line = step_line(index, number, turn.observation, turn.action, turn.calls, tool_results, turn.reward,
+                         turn.status, turn.terminated, turn.truncated)
+        if per_turn is not None:
+            line["agent"] = per_turn[number - 1]
+        yield line
+    line = episode_line(index, result.record)
+    extra = {key: value for key, value in result.extra.items() if key != "turns"}
+    if extra:
+        line["extra"] = extra
+    yield line
 
 
 class _TrajectoryWriter:

@@ -1,0 +1,487 @@
+"""``sopgym eval``: run a policy (scripted, a model behind an OpenAI-compatible server, or a local
+Hugging Face model) on one env or a suite, and write the evaluator's metrics.
+
+Every run goes through :mod:`.suite`: tasks ``0..N-1`` of the split per env, each
+``--samples-per-task`` times (the same tasks for every kind of policy), one trajectory file
+(resumable with ``--resume``) and one results file holding per-env metrics, the suite's means with
+95% intervals and the exact configuration. See docs/evaluation.md ("Benchmark a model").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "MODEL_POLICIES"]
+
+MODEL_POLICIES = ("openai", "hf")
+#: Model options and the policies they belong to (for the "this option needs --policy ..." check).
+_MODEL_OPTIONS = {
+    "model": MODEL_POLICIES, "base_url": ("openai",), "api_key_env": ("openai",), "temperature": MODEL_POLICIES,
+    "top_p": MODEL_POLICIES, "max_tokens": MODEL_POLICIES, "stop": ("openai",), "model_seed": MODEL_POLICIES,
+    "tool_choice": ("openai",), "chat_template_kwargs": MODEL_POLICIES, "extra_body": ("openai",),
+    "tools": MODEL_POLICIES, "history": MODEL_POLICIES, "request_timeout": ("openai",), "max_retries": ("openai",),
+    "server_wait": ("openai",), "no_stream": ("openai",), "price_prompt": MODEL_POLICIES,
+    "price_completion": MODEL_POLICIES, "device": ("hf",), "dtype": ("hf",), "threads": ("hf",), "max_context": ("hf",),
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Parser
+# --------------------------------------------------------------------------------------------------
+def _int_at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
+
+
+def _episodes(text: str) -> int | str:
+    return "all" if text == "all" else _positive_int(text)
+
+
+def _float(low: float, high: float = float("inf")):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in [{low}, {high}], got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a number in [{low}, {high}], got {text}")
+        return value
+
+    parse.__name__ = f"number in [{low}, {high}]"
+    return parse
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def add_eval_parser(subparsers) -> argparse.ArgumentParser:
+    import sopgym.sopbench  # noqa: F401  (registers its groundtruth-replay baseline policy)
+    from sopgym.envs.policies import POLICIES
+
+    parser = subparsers.add_parser(
+        "eval", help="run a policy or a model on envs and report the evaluator's metrics",
+        description="Runs tasks 0..EPISODES-1 of the split of every env, each SAMPLES_PER_TASK times, with a scripted "
+                    "policy, a model behind an OpenAI-compatible server (--policy openai) or a local Hugging Face model "
+                    "(--policy hf), then computes the metrics (docs/evaluation.md) per env and for the suite.",
+    )
+    parser.add_argument("--env", required=True, nargs="+", action="extend", metavar="ID_OR_GLOB",
+                        help="env ids or globs, e.g. sopgym/WarehouseReceiving-v0, 'sopgym/*', 'sopbench/*' (see `sopgym list`)")
+    parser.add_argument("--policy", default="oracle", choices=sorted(POLICIES) + list(MODEL_POLICIES),
+                        help="a built-in policy, or a model: openai (an OpenAI-compatible server) or hf (a local model)")
+    parser.add_argument("--episodes", type=_episodes, default=50,
+                        help="tasks per env (task indices 0..N-1), or 'all' for every task of the split")
+    parser.add_argument("--samples-per-task", type=_positive_int, default=1, help="episodes per task: the n of pass@k")
+    parser.add_argument("--k", type=_positive_int, default=1, help="k of pass@k and pass^k (<= samples per task)")
+    parser.add_argument("--seed", type=_non_negative_int, default=0)
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
+    parser.add_argument("--out", default=None, help="write the results JSON here")
+    parser.add_argument("--trajectories", default=None, help="write every step and episode here (JSONL)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --trajectories: finished episodes are kept, the rest are run")
+    parser.add_argument("--concurrency", type=_positive_int, default=1,
+                        help="episodes running at once (for a model: requests in flight, or the batch of a local model)")
+    parser.add_argument("--reward", default=None, choices=("dense", "binary"), help="env reward (default: the env's)")
+    parser.add_argument("--sandbox", default=None, choices=("inprocess", "docker"), help="stateful tool backend")
+    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="another gymnasium.make kwarg (repeatable); VALUE is read as JSON when it parses, "
+                             "else as a string, e.g. --env-arg max_turns=4 --env-arg tools_runner=subprocess")
+    parser.add_argument("--prompt-style", default=None, choices=("chat", "upstream"),
+                        help="SOP-Bench envs only: upstream's prompt layout, for comparison with the paper")
+    parser.add_argument("--n-bootstrap", type=_non_negative_int, default=1000,
+                        help="bootstrap resamples for the 95%% intervals (0: off)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    model = parser.add_argument_group("models (--policy openai or hf)")
+    model.add_argument("--model", default=None,
+                       help="openai: the served model name; hf: a hub id, a local folder or a .gguf file")
+    model.add_argument("--base-url", default=None, help="openai: the API root, e.g. http://127.0.0.1:8000/v1")
+    model.add_argument("--api-key-env", default=None, metavar="VAR",
+                       help="openai: environment variable holding the API key (default OPENAI_API_KEY; never a flag)")
+    model.add_argument("--temperature", type=_float(0.0, 2.0), default=None, help="sampling temperature (default 0)")
+    model.add_argument("--top-p", type=_float(0.0, 1.0), default=None, help="nucleus mass")
+    model.add_argument("--max-tokens", type=_positive_int, default=None,
+                       help="tokens per reply (default 1024 openai, 512 hf); cut turns report finish_reason=length")
+    model.add_argument("--stop", action="append", default=None, metavar="TEXT", help="openai: a stop string (repeatable)")
+    model.add_argument("--model-seed", type=_non_negative_int, default=None,
+                       help="seed every request (derived per episode and turn, so samples of a task differ)")
+    model.add_argument("--tool-choice", default=None, choices=("auto", "required", "none"),
+                       help="openai: sent as tool_choice (not sent by default; some servers reject it)")
+    model.add_argument("--chat-template-kwargs", type=_json_object, default=None, metavar="JSON",
+                       help='passed to the chat template, e.g. \'{"enable_thinking": false}\'')
+    model.add_argument("--extra-body", type=_json_object, default=None, metavar="JSON",
+                       help='openai: more request fields, e.g. \'{"top_k": 20}\'')
+    model.add_argument("--tools", default="auto", choices=("auto", "native", "prompt"),
+                       help="native: tools in the request / chat template; prompt: written into the system message "
+                            "(servers or templates without tool support); auto: native for openai, for hf native when "
+                            "the chat template renders tools")
+    model.add_argument("--history", default="auto", choices=("auto", "native", "text"),
+                       help="how past turns are sent: native (tool_calls + tool messages) or text (<tool_call> and "
+                            "<tool_response> blocks); auto: native with native tools on openai, text otherwise")
+    model.add_argument("--request-timeout", type=_float(0.001), default=None, metavar="S",
+                       help="openai: seconds per request attempt (default 1200)")
+    model.add_argument("--max-retries", type=_non_negative_int, default=None,
+                       help="openai: retries on timeouts, connection errors, 408/409/429 and 5xx (default 6)")
+    model.add_argument("--server-wait", type=_float(0.0), default=None, metavar="S",
+                       help="openai: seconds to wait for the server to answer, at the start and after errors (default 600)")
+    model.add_argument("--no-stream", action="store_true", help="openai: ask for whole answers instead of streams")
+    model.add_argument("--price-prompt", type=_float(0.0), default=None, metavar="USD",
+                       help="price per million prompt tokens (with --price-completion: cost in the results)")
+    model.add_argument("--price-completion", type=_float(0.0), default=None, metavar="USD",
+                       help="price per million completion tokens")
+    model.add_argument("--device", default=None, help="hf: auto, cpu, cuda, cuda:1, ... (default auto)")
+    model.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16", "float16"), help="hf: weights dtype")
+    model.add_argument("--threads", type=_positive_int, default=None, help="hf: torch threads")
+    model.add_argument("--max-context", type=_positive_int, default=None,
+                       help="hf: prompt + reply tokens at most (default: the model's max_position_embeddings)")
+    parser.set_defaults(func=cmd_eval)
+    return parser
+
+
+# --------------------------------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------------------------------
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in (header, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_results(results: dict[str, Any], env_id: str | None = None, policy: str | None = None,
+                   split: str | None = None) -> str:
+    """One env's metrics as the table ``sopgym eval`` prints."""
+    ci = results.get("ci95", {})
+    k = results.get("k", 1)
+    names = [
+        ("task_success_rate", "task success rate"),
+        ("field_accuracy", "field accuracy (mean)"),
+        *((f"field_accuracy_per_field/{f}", f"  field {f}") for f in results.get("field_accuracy_per_field", {})),
+        ("execution_completion_rate", "execution completion rate"),
+        ("conditional_task_success_rate", "conditional success rate"),
+        ("tool_call_accuracy", "tool-call accuracy"),
+        ("invalid_action_rate", "invalid-action rate"),
+        ("mean_turns", "mean turns"),
+        ("truncation_rate", "truncation rate"),
+        *((f"truncation_rate_by_cause/{c}", f"  truncated: {c}") for c in results.get("truncation_rate_by_cause", {})),
+        ("infrastructure_failure_rate", "infrastructure failure rate"),
+        ("pass_at_k", f"pass@{k}"),
+        ("pass_hat_k", f"pass^{k}"),
+    ]
+    rows = []
+    for key, label in names:
+        if "/" in key:
+            group, sub = key.split("/", 1)
+            value = results[group][sub]
+        else:
+            value = results.get(key)
+        interval = ci.get(key)
+        rows.append([label, _fmt(value), f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""])
+    compat = results.get("sopbench_compat")
+    if compat:
+        interval = compat.get("ci95")
+        rows.append([f"task success ({compat['rule']})", _fmt(compat["task_success_rate"]),
+                     f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""])
+    usage = results.get("usage")
+    if usage:
+        latency = usage["latency_s_per_turn"]
+        rows += [
+            ["prompt tokens / episode", _fmt(usage["prompt_tokens_per_episode"]), ""],
+            ["completion tokens / episode", _fmt(usage["completion_tokens_per_episode"]), ""],
+            ["latency / turn (s)", _fmt(latency["mean"]), f"p50 {_fmt(latency['p50'])}  p95 {_fmt(latency['p95'])}"],
+            ["turns cut by max_tokens", _fmt(usage["max_tokens_cut_rate"]), f"{usage['max_tokens_cuts']} of {usage['turns']}"],
+            ["failed requests (infrastructure)", str(usage["failed_requests"]["inference"]), ""],
+        ]
+        if "cost_usd" in usage:
+            rows.append(["cost (USD)", _fmt(usage["cost_usd"]), ""])
+    samples = (f"{results['min_samples_per_task']}" if results["min_samples_per_task"] == results["max_samples_per_task"]
+               else f"{results['min_samples_per_task']}-{results['max_samples_per_task']}")
+    head = (f"{env_id or results.get('env_id', '?')} | policy {policy or results.get('policy', '?')} | "
+            f"split {split or results.get('split', '?')} | {results['num_tasks']} tasks x {samples} samples = "
+            f"{results['episodes']} episodes")
+    return head + "\n" + _table(["metric", "value", "95% CI"], rows)
+
+
+def format_suite(results: dict[str, Any]) -> str:
+    """The suite's summary: one line per env and the mean with its interval."""
+    rows = []
+    for env_id, m in results["envs"].items():
+        ci = m.get("ci95", {}).get("task_success_rate")
+        compat = m.get("sopbench_compat", {}).get("task_success_rate")
+        rows.append([env_id, _fmt(m["task_success_rate"]), f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "",
+                     _fmt(m["field_accuracy"]), _fmt(m["invalid_action_rate"]), _fmt(m["mean_turns"]),
+                     _fmt(compat) if compat is not None else ""])
+    suite = results["suite"]
+    ci = suite.get("ci95", {}).get("task_success_rate")
+    rows.append([f"suite mean ({suite['envs']} envs)", _fmt(suite["task_success_rate"]),
+                 f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", _fmt(suite["field_accuracy"]),
+                 _fmt(suite["invalid_action_rate"]), _fmt(suite["mean_turns"]),
+                 _fmt(suite.get("sopbench_compat_task_success_rate")) if "sopbench_compat_task_success_rate" in suite else ""])
+    return _table(["env", "success", "95% CI", "field acc.", "invalid", "turns", "compat"], rows)
+
+
+def parse_env_args(items: Sequence[str]) -> dict[str, Any]:
+    """``["max_turns=4", "tools_runner=subprocess"]`` -> ``{"max_turns": 4, "tools_runner": "subprocess"}``."""
+    kwargs: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--env-arg expects KEY=VALUE with KEY an identifier, got {item!r}")
+        try:
+            kwargs[key] = json.loads(text)
+        except json.JSONDecodeError:
+            kwargs[key] = text
+    return kwargs
+
+
+# --------------------------------------------------------------------------------------------------
+# Building the agent
+# --------------------------------------------------------------------------------------------------
+def _check_model_options(args: argparse.Namespace) -> str | None:
+    """Why the model options do not fit the policy (None when they do)."""
+    for name, policies in _MODEL_OPTIONS.items():
+        value = getattr(args, name)
+        if value in (None, False) or (name in ("tools", "history") and value == "auto"):
+            continue
+        if args.policy not in policies:
+            return f"--{name.replace('_', '-')} is an option of --policy {' or '.join(policies)}, not of {args.policy!r}"
+    if args.policy == "openai" and (not args.base_url or not args.model):
+        return "--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model (the served model name)"
+    if args.policy == "hf" and not args.model:
+        return "--policy hf needs --model (a hub id, a local folder or a .gguf file)"
+    if (args.price_prompt is None) != (args.price_completion is None):
+        return "give both --price-prompt and --price-completion (USD per million tokens), or neither"
+    return None
+
+
+def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The :class:`~sopgym.agents.chat.ChatAgent` of ``--policy openai|hf`` and the model settings that
+    make a run's identity (what a resumed run must share).
+
+    Raises:
+        ValueError: bad settings (named).
+        ImportError: the model's packages are missing.
+    """
+    from sopgym.agents.chat import ChatAgent, Prices
+
+    prices = Prices(args.price_prompt, args.price_completion) if args.price_prompt is not None else None
+    history = None if args.history == "auto" else args.history
+    if args.policy == "openai":
+        from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
+
+        settings = {key: value for key, value in {
+            "api_key_env": args.api_key_env, "temperature": args.temperature, "top_p": args.top_p,
+            "max_tokens": args.max_tokens, "stop": tuple(args.stop) if args.stop else None, "tool_choice": args.tool_choice,
+            "chat_template_kwargs": args.chat_template_kwargs, "extra_body": args.extra_body,
+            "request_timeout_s": args.request_timeout, "max_retries": args.max_retries, "server_wait_s": args.server_wait,
+        }.items() if value is not None}
+        config = OpenAIChatConfig(args.base_url, args.model, max_concurrency=args.concurrency, stream=not args.no_stream,
+                                  **settings)
+        model = OpenAIChatModel(config)
+        tools_mode = "native" if args.tools == "auto" else args.tools
+        public = config.public()
+        identity = {key: public[key] for key in ("base_url", "model", "temperature", "top_p", "max_tokens", "stop",
+                                                 "tool_choice", "chat_template_kwargs", "extra_body")}
+    else:
+        from sopgym.agents.hf_local import HFChatConfig, HFChatModel
+
+        settings = {key: value for key, value in {
+            "device": args.device, "dtype": args.dtype, "temperature": args.temperature, "top_p": args.top_p,
+            "max_tokens": args.max_tokens, "max_context": args.max_context,
+            "chat_template_kwargs": args.chat_template_kwargs, "threads": args.threads,
+        }.items() if value is not None}
+        config = HFChatConfig(args.model, **settings)
+        if not args.quiet:
+            print(f"sopgym eval: loading {args.model} ...", file=sys.stderr)
+        model = HFChatModel(config)
+        if args.tools == "auto":
+            tools_mode = "native" if model.template_renders_tools else "prompt"
+        elif args.tools == "native" and not model.template_renders_tools:
+            raise ValueError(f"the chat template of {args.model} ignores tools=: use --tools prompt (or auto)")
+        else:
+            tools_mode = args.tools
+        history = history or "text"  # a local model reads back exactly the text it wrote
+        identity = {key: value for key, value in model.describe()["settings"].items() if key not in ("device", "threads")}
+    agent = ChatAgent(model, tools_mode=tools_mode, history=history, seed=args.model_seed, prices=prices)
+    identity.update({"tools_mode": agent.tools_mode, "history": agent.history, "model_seed": args.model_seed})
+    return agent, identity
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+def _error(message: str) -> int:
+    print(f"sopgym eval: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import sopgym  # noqa: F401 - registers the envs
+    from sopgym.agents.chat import ServerRefused
+
+    from .runner import builtin_policy_agent
+    from .suite import SuitePlan, expand_env_patterns, run_suite, software_info, suite_results
+
+    if args.k > args.samples_per_task:
+        return _error(f"--k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): pass@k needs n >= k "
+                      "samples per task")
+    if args.resume and not args.trajectories:
+        return _error("--resume continues the run in --trajectories PATH; give that file")
+    problem = _check_model_options(args)
+    if problem:
+        return _error(problem)
+    try:
+        env_ids = expand_env_patterns(args.env)
+        env_kwargs = parse_env_args(args.env_arg)
+    except ValueError as exc:
+        return _error(str(exc))
+    env_kwargs.update({key: value for key in ("reward", "sandbox") if (value := getattr(args, key)) is not None})
+    sopbench_kwargs = {"prompt_style": args.prompt_style} if args.prompt_style else {}
+    if sopbench_kwargs and not any(e.split(":")[-1].startswith("sopbench/") for e in env_ids):
+        return _error("--prompt-style applies to SOP-Bench envs (sopbench/*), and this run has none")
+
+    def make_env(env_id: str):
+        extra = sopbench_kwargs if env_id.split(":")[-1].startswith("sopbench/") else {}
+        return gym.make(env_id, **{**env_kwargs, **extra, "split": args.split})
+
+    num_tasks: dict[str, int] = {}
+    for env_id in env_ids:
+        try:
+            env = make_env(env_id)
+        except (ValueError, TypeError, gym.error.Error) as exc:
+            return _error(f"{env_id}: {exc}")
+        try:
+            size = env.unwrapped.pack.num_tasks(args.split)
+        finally:
+            env.close()
+        if args.episodes == "all":
+            if size is None:
+                return _error(f"--episodes all: split {args.split!r} of {env_id} is unlimited; give a number")
+            num_tasks[env_id] = size
+        elif size is not None and args.episodes > size:
+            return _error(f"split {args.split!r} of {env_id} has {size} tasks; got episodes={args.episodes}")
+        else:
+            num_tasks[env_id] = args.episodes
+        if num_tasks[env_id] < 1:
+            return _error(f"split {args.split!r} of {env_id} has no tasks")
+    plan = SuitePlan(tuple(env_ids), args.split, num_tasks, args.samples_per_task, args.seed)
+
+    if args.policy in MODEL_POLICIES:
+        try:
+            agent, model_identity = build_model_agent(args)
+        except (ValueError, OSError) as exc:
+            return _error(str(exc))
+        except ImportError as exc:
+            extra = "models" if args.policy == "openai" else "hf"
+            return _error(f"--policy {args.policy} needs packages that are missing ({exc}): pip install 'sopgym[{extra}]'")
+    else:
+        agent, model_identity = builtin_policy_agent(args.policy), None
+    identity = {"policy": args.policy, "model": model_identity, "plan": plan.to_json(), "env_kwargs": env_kwargs,
+                "sopbench_env_kwargs": sopbench_kwargs}
+    started = time.time()
+    resumed = {"episodes": 0}
+
+    def on_resume(finished: int, pending: int) -> None:
+        resumed["episodes"] = finished
+        print(f"sopgym eval: resuming {args.trajectories}: {finished} episodes finished, {pending} to run", file=sys.stderr)
+
+    model = getattr(agent, "model", None)
+    try:
+        if model is not None and hasattr(model, "wait_until_ready"):
+            if not args.quiet:
+                print(f"sopgym eval: waiting for {args.base_url} ...", file=sys.stderr)
+            model.wait_until_ready()
+        outcomes = run_suite(plan, agent, make_env, identity=identity, trajectories=args.trajectories,
+                             resume=args.resume, concurrency=args.concurrency, progress=not args.quiet,
+                             on_resume=on_resume)
+    except ServerRefused as exc:
+        saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
+        print(f"sopgym eval: stopped: {exc}{saved}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
+        print(f"sopgym eval: interrupted{saved}", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, gym.error.Error) as exc:  # a file of another run, bad env kwargs, ...
+        return _error(str(exc))
+    finally:
+        if model is not None:
+            model.close()
+    config = {
+        "identity": identity,
+        "agent": agent.describe() if hasattr(agent, "describe") else {"policy": args.policy},
+        "k": args.k, "n_bootstrap": args.n_bootstrap, "concurrency": args.concurrency,
+        "resumed_episodes": resumed["episodes"], "software": software_info(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "arguments": _arguments(args),
+    }
+    try:
+        results = suite_results(config, outcomes, k=args.k, n_bootstrap=args.n_bootstrap, seed=args.seed)
+    except ValueError as exc:
+        return _error(str(exc))
+    for env_id, metrics in results["envs"].items():
+        print(format_results(metrics, env_id, args.policy, args.split))
+        print()
+    if len(results["envs"]) > 1:
+        print(format_suite(results))
+    if args.trajectories:
+        print(f"trajectories: {args.trajectories}")
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=2)
+                f.write("\n")
+        except OSError as exc:
+            print(f"sopgym eval: could not write the results to {args.out}: {exc}", file=sys.stderr)
+            return 1
+        print(f"results: {args.out}")
+    return 0
+
+
+def _arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's arguments as given (no option carries a secret: keys come from the environment;
+    credentials in --base-url are dropped)."""
+    out = {key: value for key, value in vars(args).items() if key not in ("func", "command")}
+    if out.get("base_url"):
+        import urllib.parse
+
+        parsed = urllib.parse.urlparse(out["base_url"])
+        if parsed.username or parsed.password:
+            netloc = (parsed.hostname or "") + (f":{parsed.port}" if parsed.port else "")
+            out["base_url"] = urllib.parse.urlunparse(parsed._replace(netloc=netloc))
+    return out

@@ -1,0 +1,525 @@
+"""Suite runs: one agent over several envs, one trajectory file, one results file; resumable.
+
+``sopgym eval`` runs through here. A run is a **plan** (env ids, split, tasks ``0..N-1`` per env,
+samples per task, seed: the same tasks as any other run with the same plan, see
+:func:`~.runner.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
+kwargs): what must match for a trajectory file to be resumed.
+
+Trajectory file: a ``run`` line first (``{"type": "run", "format": 1, "identity": ...}``), then each
+finished episode's lines in :func:`~.runner.trajectory_lines`' format, written when the episode ends,
+``episode_index`` being the episode's position in the plan. Resuming (:func:`run_suite` with
+``resume=True``) reads the finished episodes back, drops a half-written tail (a run killed while
+writing), checks the identity and each episode's env, seed and options against the plan, and runs
+only the episodes still missing, appending to the file.
+
+Results (:func:`suite_results`): per env, the evaluator's metrics (:func:`~.metrics.evaluate_records`),
+the pass@k curve over every ``k`` the samples allow, the model's usage (tokens, latency, turns cut by
+``max_tokens``, cost) and, for SOP-Bench envs, the ``sopbench-compat`` score beside the strict one;
+for the suite, the mean over envs (each env weighs the same) with 95% intervals from a bootstrap that
+resamples tasks within each env.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .metrics import evaluate_records, score_record
+from .passk import pass_at_k
+from .progress import ProgressBar
+
+__all__ = [
+    "RESULTS_FORMAT", "SuitePlan", "EpisodeOutcome", "registered_env_ids", "expand_env_patterns", "run_suite",
+    "read_trajectory_run", "suite_results", "software_info", "SUITE_METRICS",
+]
+
+RESULTS_FORMAT = "sopgym-results/2"
+TRAJECTORY_FORMAT = 1
+#: Rates averaged over envs for the suite (those in ``SUITE_INTERVALS`` get a 95% interval).
+SUITE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion_rate", "invalid_action_rate",
+                 "mean_turns", "infrastructure_failure_rate", "truncation_rate")
+SUITE_INTERVALS = ("task_success_rate", "field_accuracy", "execution_completion_rate")
+
+
+# --------------------------------------------------------------------------------------------------
+# Which envs and episodes
+# --------------------------------------------------------------------------------------------------
+def registered_env_ids() -> list[str]:
+    """Every registered ``sopgym/*`` and ``sopbench/*`` id, sorted."""
+    import gymnasium as gym
+
+    import sopgym  # noqa: F401 - registers the envs (and SOP-Bench's, with SOPBENCH_DIR)
+
+    return sorted(i for i in gym.registry if i.startswith(("sopgym/", "sopbench/")))
+
+
+def _bare(env_id: str) -> str:
+    """``module:namespace/Name-vN`` -> ``namespace/Name-vN`` (gymnasium's module prefix)."""
+    return env_id.split(":", 1)[1] if ":" in env_id else env_id
+
+
+def expand_env_patterns(patterns: Sequence[str], registered: Sequence[str] | None = None) -> list[str]:
+    """Env ids from ids and globs (``sopgym/*``, ``sopbench/*``, ``sopgym/Warehouse*``), in the order
+    given, each once; a glob expands to its matches sorted.
+
+    Raises:
+        ValueError: no pattern, an unknown id, or a glob that matches nothing (naming what is registered).
+    """
+    registered = list(registered) if registered is not None else registered_env_ids()
+    if not patterns:
+        raise ValueError("expected at least one env id or glob (e.g. sopgym/WarehouseReceiving-v0 or 'sopgym/*')")
+    out: list[str] = []
+    for pattern in patterns:
+        if any(ch in pattern for ch in "*?["):
+            matches = sorted(i for i in registered if fnmatch.fnmatchcase(i, pattern))
+            if not matches:
+                raise ValueError(f"env pattern {pattern!r} matches no registered env; registered: {registered}"
+                                 + ("; SOP-Bench envs need SOPBENCH_DIR set to a checkout" if pattern.startswith("sopbench") else ""))
+        elif _bare(pattern) in registered or (":" in pattern and _bare(pattern).startswith(("sopgym/", "sopbench/"))):
+            matches = [pattern]
+        else:
+            raise ValueError(f"unknown env id {pattern!r}; registered: {registered}")
+        out.extend(m for m in matches if m not in out)
+    return out
+
+
+@dataclass(frozen=True)
+class SuitePlan:
+    """Which episodes a run holds.
+
+    Args:
+        env_ids: the envs, in order.
+        split: ``train``, ``val`` or ``test``.
+        num_tasks: tasks ``0..n-1`` per env id.
+        samples_per_task: episodes per task (the ``n`` of pass@k).
+        seed: the run seed (each episode's is :func:`~.runner.episode_seed`).
+    """
+
+    env_ids: tuple[str, ...]
+    split: str
+    num_tasks: Mapping[str, int]
+    samples_per_task: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        missing = [e for e in self.env_ids if e not in self.num_tasks]
+        if missing:
+            raise ValueError(f"num_tasks has no entry for {missing}")
+
+    def specs(self) -> list[Any]:
+        from .runner import task_specs
+
+        return [spec for env_id in self.env_ids
+                for spec in task_specs(env_id, self.split, self.num_tasks[env_id], self.samples_per_task, self.seed)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"env_ids": list(self.env_ids), "split": self.split, "num_tasks": dict(self.num_tasks),
+                "samples_per_task": self.samples_per_task, "seed": self.seed}
+
+
+@dataclass
+class EpisodeOutcome:
+    """One finished episode of a suite run (run now or read back from the trajectory file)."""
+
+    index: int
+    env_id: str
+    record: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    """``EpisodeResult.extra``: per-turn agent data under ``turns``, the model's totals under ``model``."""
+    resumed: bool = False
+
+
+# --------------------------------------------------------------------------------------------------
+# Trajectory files
+# --------------------------------------------------------------------------------------------------
+def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None, dict[int, EpisodeOutcome], dict[int, dict], int]:
+    """Read a suite trajectory file back.
+
+    Returns:
+        ``(run line or None, finished episodes by index, their reset lines by index, byte offset
+        where the complete part ends)``. A last line without its newline or that is not JSON (a run
+        killed while writing), and lines of an episode whose ``episode`` line is missing, lie past
+        the offset.
+
+    Raises:
+        ValueError: a line that is not JSON before the end, or not an object.
+    """
+    run_line = None
+    finished: dict[int, EpisodeOutcome] = {}
+    resets: dict[int, dict] = {}
+    agent_turns: dict[int, list] = {}
+    offset = 0
+    position = 0
+    with open(path, "rb") as f:
+        lines = f.readlines()
+    for number, raw in enumerate(lines, start=1):
+        position += len(raw)
+        last = number == len(lines)
+        if not raw.endswith(b"\n"):
+            break  # a half-written last line
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            if last:
+                break
+            raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+        kind = obj.get("type")
+        if kind == "run":
+            if number != 1:
+                raise ValueError(f"{path}:{number}: a 'run' line must be the first line")
+            run_line, offset = obj, position
+            continue
+        index = obj.get("episode_index")
+        if not isinstance(index, int) or isinstance(index, bool):
+            continue
+        if kind == "reset":
+            resets[index] = obj
+            agent_turns[index] = []
+        elif kind == "step":
+            agent_turns.setdefault(index, []).append(obj.get("agent"))
+        elif kind == "episode":
+            record = {k: v for k, v in obj.items() if k not in ("type", "episode_index", "extra")}
+            extra = dict(obj.get("extra") or {})
+            turns = agent_turns.get(index) or []
+            if turns and all(t is not None for t in turns):
+                extra["turns"] = turns
+            finished[index] = EpisodeOutcome(index, str(record.get("env_id")), record, extra, resumed=True)
+            offset = position
+    return run_line, finished, resets, offset
+
+
+class _SuiteWriter:
+    """Appends each finished episode's lines (with its plan index) to the trajectory file."""
+
+    def __init__(self, path: str | os.PathLike, header: dict[str, Any] | None, truncate_at: int | None):
+        parent = os.path.dirname(os.fspath(path))
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        if truncate_at is None:
+            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        else:
+            with open(path, "r+b") as f:
+                f.truncate(truncate_at)
+            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if header is not None:
+            self._write([header])
+
+    def _write(self, lines: Iterable[dict[str, Any]]) -> None:
+        from sopgym.envs.wrappers import dumps_line
+
+        for line in lines:
+            self._file.write(dumps_line(line) + "\n")
+        self._file.flush()
+
+    def episode(self, result: Any, index: int) -> None:
+        from .runner import trajectory_lines
+
+        self._write(trajectory_lines(result, episode_index=index))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    keys = sorted(set(old) | set(new))
+    out = []
+    for key in keys:
+        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += _identity_diff(a, b, f"{prefix}{key}.")
+        elif a != b:
+            out.append(f"{prefix}{key}: file {json.dumps(a, default=str)[:120]}, now {json.dumps(b, default=str)[:120]}")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------------
+def run_suite(
+    plan: SuitePlan,
+    agent: Any,
+    make_env: Callable[[str], Any],
+    *,
+    identity: Mapping[str, Any],
+    trajectories: str | os.PathLike | None = None,
+    resume: bool = False,
+    concurrency: int = 1,
+    progress: bool = True,
+    on_resume: Callable[[int, int], None] | None = None,
+) -> list[EpisodeOutcome]:
+    """Run every episode of ``plan`` not already finished in ``trajectories``.
+
+    Args:
+        plan: the episodes.
+        agent: a :class:`~.runner.BatchAgent` (a scripted policy's, a model's).
+        make_env: ``env_id -> env`` (kwargs included).
+        identity: the run's configuration (JSON); a resumed file must hold the same.
+        trajectories: the JSONL file (None: nothing written, nothing resumed).
+        resume: continue ``trajectories`` instead of starting it afresh.
+        concurrency: episodes running at once.
+        progress: progress bar with an ETA on stderr.
+        on_resume: called with (finished episodes found, episodes to run) when resuming.
+
+    Returns:
+        One :class:`EpisodeOutcome` per planned episode, in plan order.
+
+    Raises:
+        ValueError: ``resume`` without a file, a file of another run (the differing settings named),
+            or an episode in the file that is not the plan's.
+    """
+    from .runner import EnvPool, run_episodes
+
+    specs = plan.specs()
+    header = {"type": "run", "format": TRAJECTORY_FORMAT, "identity": json.loads(json.dumps(identity, default=str))}
+    finished: dict[int, EpisodeOutcome] = {}
+    truncate_at = None
+    if resume:
+        if trajectories is None:
+            raise ValueError("resume needs the trajectory file of the run to continue (--trajectories PATH)")
+        if os.path.exists(trajectories):
+            run_line, finished, resets, truncate_at = read_trajectory_run(trajectories)
+            if run_line is None:
+                raise ValueError(f"{trajectories}: no 'run' line at the top: not a trajectory file written by "
+                                 "`sopgym eval`, so it cannot be resumed")
+            diff = _identity_diff(run_line.get("identity") or {}, header["identity"])
+            if diff:
+                raise ValueError(f"{trajectories} is a run with other settings; resume it with the same ones. "
+                                 f"Differences: {'; '.join(diff)}")
+            for index, outcome in finished.items():
+                _check_matches_plan(trajectories, index, outcome, resets.get(index), specs)
+            header = None  # the file keeps its run line
+    pending = [i for i in range(len(specs)) if i not in finished]
+    if resume and on_resume is not None:
+        on_resume(len(finished), len(pending))
+    writer = _SuiteWriter(trajectories, header, truncate_at) if trajectories is not None else None
+    outcomes: dict[int, EpisodeOutcome] = dict(finished)
+    pool = EnvPool(make_env)
+
+    def done(result: Any) -> None:
+        index = pending[result.index]
+        if writer is not None:
+            writer.episode(result, index)
+        outcomes[index] = EpisodeOutcome(index, specs[index].env_id, dict(result.record), dict(result.extra))
+
+    bar = ProgressBar(len(specs), initial=len(finished)) if progress and specs else None
+    try:
+        if pending:
+            run_episodes([specs[i] for i in pending], agent, pool, concurrency=concurrency, on_result=done,
+                         progress=bar if bar is not None else False)
+        elif bar is not None:
+            bar.close()
+    finally:
+        pool.close()
+        if writer is not None:
+            writer.close()
+    return [outcomes[i] for i in range(len(specs))]
+
+
+def _check_matches_plan(path: Any, index: int, outcome: EpisodeOutcome, reset: dict | None, specs: Sequence[Any]) -> None:
+    if index >= len(specs):
+        raise ValueError(f"{path}: episode {index} lies outside this run's {len(specs)} episodes")
+    spec = specs[index]
+    if _bare(outcome.env_id) != _bare(spec.env_id):
+        raise ValueError(f"{path}: episode {index} is of {outcome.env_id}, but this run's episode {index} is of {spec.env_id}")
+    if reset is not None and (reset.get("seed") != spec.seed or reset.get("options") != dict(spec.options or {})):
+        raise ValueError(f"{path}: episode {index} ran with seed {reset.get('seed')} and options {reset.get('options')}, "
+                         f"but this run's episode {index} has seed {spec.seed} and options {dict(spec.options or {})}")
+    outcome.env_id = spec.env_id
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------------
+def software_info() -> dict[str, Any]:
+    """sopgym's version and git commit (when run from a checkout), Python, the platform and the
+    versions of the packages a run's figures depend on."""
+    from importlib import metadata
+
+    import sopgym
+
+    info: dict[str, Any] = {"sopgym": sopgym.__version__, "python": platform.python_version(),
+                            "platform": platform.platform(), "git_commit": None, "git_dirty": None}
+    root = Path(sopgym.__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0:
+            info["git_commit"] = commit.stdout.strip()
+            status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10)
+            info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    packages = {}
+    for name in ("gymnasium", "numpy", "openai", "torch", "transformers", "pandas"):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    info["packages"] = packages
+    return info
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
+    """A model's usage over episodes (None when no episode carries any): totals, per-episode and
+    per-turn means, turn latency percentiles, turns cut by ``max_tokens``, failed requests, cost."""
+    models = [o.extra["model"] for o in outcomes if isinstance(o.extra.get("model"), Mapping)]
+    if not models:
+        return None
+    turns = [t for o in outcomes for t in (o.extra.get("turns") or []) if isinstance(t, Mapping)]
+
+    def total(key: str) -> Any:
+        values = [m.get(key) for m in models]
+        return None if any(v is None for v in values) else sum(values)
+
+    latencies = [float(t["latency_s"]) for t in turns if isinstance(t.get("latency_s"), (int, float))]
+    num_turns = len(turns)
+    prompt, completion = total("prompt_tokens"), total("completion_tokens")
+    failed = [o.extra.get("failed_request") for o in outcomes if o.extra.get("failed_request")]
+    out = {
+        "episodes": len(models),
+        "turns": num_turns,
+        "requests": total("requests"),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "prompt_tokens_per_episode": None if prompt is None else prompt / len(models),
+        "completion_tokens_per_episode": None if completion is None else completion / len(models),
+        "completion_tokens_per_turn": None if completion is None or not num_turns else completion / num_turns,
+        "latency_s": float(sum(latencies)),
+        "latency_s_per_turn": {"mean": float(np.mean(latencies)) if latencies else None,
+                               "p50": _percentile(latencies, 50), "p95": _percentile(latencies, 95)},
+        "max_tokens_cuts": sum(t.get("finish_reason") == "length" for t in turns),
+        "max_tokens_cut_rate": (sum(t.get("finish_reason") == "length" for t in turns) / num_turns) if num_turns else None,
+        "finish_reasons": dict(sorted(_count(str(t.get("finish_reason")) for t in turns).items())),
+        "failed_requests": {"inference": sum(f.get("cause") == "inference" for f in failed),
+                            "context_budget": sum(f.get("cause") == "context_budget" for f in failed)},
+    }
+    if any("cost_usd" in m for m in models):
+        out["cost_usd"] = total("cost_usd")
+    return out
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return counts
+
+
+def _by_task(records: Sequence[Mapping[str, Any]], value: Callable[[Mapping[str, Any]], float]) -> tuple[np.ndarray, np.ndarray]:
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for r in records:
+        key = str(r["task_id"])
+        sums[key] = sums.get(key, 0.0) + float(value(r))
+        counts[key] = counts.get(key, 0) + 1
+    keys = list(sums)
+    return np.array([sums[k] for k in keys]), np.array([counts[k] for k in keys], dtype=np.float64)
+
+
+def stratified_mean_ci(per_env: Sequence[tuple[np.ndarray, np.ndarray]], *, n_bootstrap: int, seed: int,
+                       confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean over envs of per-env ratios (sum of per-task
+    numerators / sum of per-task episodes), resampling tasks with replacement within each env."""
+    rng = np.random.default_rng(seed)
+    stats = np.zeros(n_bootstrap)
+    for num, den in per_env:
+        idx = rng.integers(0, num.size, size=(n_bootstrap, num.size))
+        stats += num[idx].sum(axis=1) / den[idx].sum(axis=1)
+    stats /= len(per_env)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(stats, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def _compat(records: Sequence[Mapping[str, Any]], n_bootstrap: int, seed: int) -> dict[str, Any]:
+    from sopgym.sopbench.compat import NAME, compat_task_success
+
+    from .passk import bootstrap_ci
+
+    num, den = _by_task(records, lambda r: compat_task_success(r))
+    rate = float(num.sum() / den.sum())
+    out: dict[str, Any] = {"rule": NAME, "task_success_rate": rate}
+    if n_bootstrap:
+        out["ci95"] = list(bootstrap_ci(num, den, n_bootstrap=n_bootstrap, seed=seed))
+    return out
+
+
+def suite_results(
+    config: Mapping[str, Any],
+    outcomes: Sequence[EpisodeOutcome],
+    *,
+    k: int = 1,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The results of a run: per-env metrics and the suite's means with intervals (see the module
+    docstring).
+
+    Args:
+        config: stored as the results' ``config`` (model, server, sampling, env kwargs, software...).
+        outcomes: every episode of the run.
+        k: the ``k`` of pass@k / pass^k.
+        n_bootstrap: resamples for the intervals (0: none).
+        seed: seeds the bootstrap.
+
+    Raises:
+        ValueError: no outcomes, or a task with fewer than ``k`` samples.
+    """
+    if not outcomes:
+        raise ValueError("expected at least one finished episode, got none")
+    by_env: dict[str, list[EpisodeOutcome]] = {}
+    for o in outcomes:
+        by_env.setdefault(o.env_id, []).append(o)
+    envs: dict[str, Any] = {}
+    for offset, (env_id, group) in enumerate(by_env.items()):
+        records = [o.record for o in group]
+        metrics = evaluate_records(records, k=k, n_bootstrap=n_bootstrap, seed=seed)
+        samples = metrics["min_samples_per_task"]
+        counts: dict[str, list[int]] = {}
+        for r in records:
+            counts.setdefault(str(r["task_id"]), []).append(int(score_record(r).success))
+        metrics["pass_at_k_curve"] = {str(kk): float(np.mean([pass_at_k(len(v), sum(v), kk) for v in counts.values()]))
+                                      for kk in range(1, samples + 1)}
+        metrics["usage"] = usage_summary(group)
+        if _bare(env_id).startswith("sopbench/"):
+            metrics["sopbench_compat"] = _compat(records, n_bootstrap, seed + 10 + offset)
+        envs[env_id] = metrics
+    suite: dict[str, Any] = {"envs": len(envs), "episodes": len(outcomes), "weighting": "mean over envs", "ci95": {}}
+    for name in SUITE_METRICS:
+        values = [m[name] for m in envs.values() if m.get(name) is not None]
+        suite[name] = float(np.mean(values)) if len(values) == len(envs) else None
+    compat = [m["sopbench_compat"]["task_success_rate"] for m in envs.values() if "sopbench_compat" in m]
+    if compat:
+        suite["sopbench_compat_task_success_rate"] = float(np.mean(compat))
+    if n_bootstrap:
+        scores = {env_id: [score_record(o.record) for o in group] for env_id, group in by_env.items()}
+        value_of = {
+            "task_success_rate": lambda s: s.success,
+            "field_accuracy": lambda s: s.field_fraction,
+            "execution_completion_rate": lambda s: s.completed,
+        }
+        for offset, name in enumerate(SUITE_INTERVALS):
+            per_env = []
+            for env_id, group in by_env.items():
+                lookup = {id(o.record): s for o, s in zip(group, scores[env_id])}
+                per_env.append(_by_task([o.record for o in group], lambda r, lookup=lookup, f=value_of[name]: f(lookup[id(r)])))
+            suite["ci95"][name] = list(stratified_mean_ci(per_env, n_bootstrap=n_bootstrap, seed=seed + 100 + offset))
+    usage = usage_summary(outcomes)
+    if usage is not None:
+        suite["usage"] = usage
+    return {"format": RESULTS_FORMAT, "config": dict(config), "envs": envs, "suite": suite}

@@ -1,7 +1,9 @@
 """The ``sopgym`` command.
 
-Built-in subcommands: ``list`` (the registered envs), ``eval`` (run a built-in policy and compute
-the evaluator's metrics), ``show`` (read an episode of a trajectory file).
+Built-in subcommands: ``list`` (the registered envs), ``eval`` (run a policy or a model on envs and
+compute the evaluator's metrics: :mod:`sopgym.evaluation.eval_command`), ``show`` (read episodes of a
+trajectory file, as text or HTML: :mod:`sopgym.evaluation.show_command`); ``report`` (leaderboard and
+plots from results) is lazy.
 
 Adding a subcommand: write ``add_<name>_parser(subparsers)`` that adds a parser and sets
 ``func=<handler(args) -> exit code>`` as a default, and list it in :data:`COMMANDS`. A subcommand
@@ -94,109 +96,12 @@ def format_results(results: dict[str, Any], *args: Any) -> str:
 
 
 # =============================================================================================
-# show
+# show (sopgym/evaluation/show_command.py)
 # =============================================================================================
 def add_show_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("show", help="print an episode of a trajectory file readably")
-    parser.add_argument("path", help="JSONL written by `sopgym eval --trajectories` or RecordTrajectory")
-    parser.add_argument("--episode", type=int, default=None, help="episode index (default: the first)")
-    parser.add_argument("--max-chars", type=int, default=1500, help="cut each text block to this length (0: no cut)")
-    parser.set_defaults(func=cmd_show)
-    return parser
+    from sopgym.evaluation.show_command import add_show_parser as add
 
-
-def _fmt(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def _cut(text: str, limit: int) -> str:
-    if limit and len(text) > limit:
-        return text[:limit] + f" ...[{len(text) - limit} more characters]"
-    return text
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in str(text).splitlines() or [""])
-
-
-def _read_trajectory(path: str) -> dict[int, dict[str, Any]]:
-    from sopgym.evaluation.records import iter_jsonl
-
-    episodes: dict[int, dict[str, Any]] = {}
-    for _, obj in iter_jsonl(path):
-        if not isinstance(obj, dict) or obj.get("episode_index") is None:
-            continue
-        ep = episodes.setdefault(obj["episode_index"], {"reset": None, "steps": [], "episode": None})
-        kind = obj.get("type")
-        if kind == "reset":
-            ep["reset"] = obj
-        elif kind == "step":
-            ep["steps"].append(obj)
-        elif kind == "episode":
-            ep["episode"] = obj
-    return episodes
-
-
-def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str:
-    """One recorded episode as readable text: input, each turn's reply, calls and results, the verdict."""
-    from sopgym.evaluation import score_record
-
-    record = ep["episode"] or {}
-    task_id = record.get("task_id") or (ep["reset"] or {}).get("task_id", "?")
-    out = [f"== episode {index} | {task_id} =="]
-    if ep["reset"] is not None:
-        out += ["task input:", _indent(_cut(ep["reset"]["observation"], max_chars))]
-    for step in ep["steps"]:
-        out.append(f"-- turn {step.get('turn')} | {step.get('status')} | reward {_fmt(step.get('reward'))}")
-        action = step.get("action")
-        text = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
-        out += ["  assistant:", _indent(_cut(text, max_chars))]
-        for call in step.get("calls") or []:
-            args = json.dumps(call.get("arguments"), ensure_ascii=False)
-            out.append(f"  call {call.get('name')}({_cut(args, max_chars)}) -> {call.get('status')}")
-        results = step.get("tool_results") or []
-        for msg in results:
-            out += [f"  tool {msg.get('name')}:", _indent(_cut(msg.get("content") or "", max_chars))]
-        if not results and step.get("observation"):
-            out += ["  env:", _indent(_cut(step["observation"], max_chars))]
-    if ep["episode"] is None:
-        out.append("(episode not finished in this file)")
-        return "\n".join(out)
-    end = "truncated (" + str(record.get("truncation_cause")) + ")" if record.get("truncated") else "terminated"
-    out.append(f"== end: {end} | {record.get('turns')} turns | reward {_fmt(record.get('reward'))}")
-    out.append(f"  answer:   {json.dumps(record.get('answer'), ensure_ascii=False)}")
-    out.append(f"  expected: {json.dumps(record.get('expected'), ensure_ascii=False)}")
-    try:
-        score = score_record(record, where=f"episode {index}")
-    except ValueError as exc:
-        out.append(f"  evaluator: cannot score this record: {exc}")
-    else:
-        fields = "  ".join(f"{name} {'right' if ok else 'WRONG'}" for name, ok in score.fields.items())
-        out.append(f"  fields: {fields}")
-        out.append(f"  evaluator: success={score.success} completed={score.completed} state_ok={score.state_ok} "
-                   f"infrastructure_failure={score.infrastructure_failure}")
-    return "\n".join(out)
-
-
-def cmd_show(args: argparse.Namespace) -> int:
-    try:
-        episodes = _read_trajectory(args.path)
-    except (OSError, ValueError) as exc:
-        print(f"sopgym show: {exc}", file=sys.stderr)
-        return 2
-    if not episodes:
-        print(f"sopgym show: no episodes in {args.path} (expected lines with an episode_index)", file=sys.stderr)
-        return 2
-    indices = sorted(episodes)
-    index = indices[0] if args.episode is None else args.episode
-    if index not in episodes:
-        print(f"sopgym show: no episode {index} in {args.path}; it has episodes {indices[0]}..{indices[-1]} "
-              f"({len(indices)} in all)", file=sys.stderr)
-        return 2
-    print(format_episode(index, episodes[index], args.max_chars))
-    if args.episode is None and len(indices) > 1:
-        print(f"\n({len(indices)} episodes in this file: {indices[0]}..{indices[-1]}; pick one with --episode i)")
-    return 0
+    return add(subparsers)
 
 
 # =============================================================================================
@@ -242,6 +147,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                            "Docker sandbox image and containers: build, status, gc", "pip install 'sopgym[docker]'"),
     "sopbench": LazyCommand("sopgym.sopbench.sopbench_command", "add_sopbench_cli", "parser",
                             "load, record and check a SOP-Bench checkout", "pip install 'sopgym[sopbench]'"),
+    "report": LazyCommand("sopgym.evaluation.report", "add_report_cli", "parser",
+                          "leaderboard (Markdown, CSV) and plots from `sopgym eval` results", "pip install 'sopgym[report]'"),
     "validate-domain": LazyCommand("sopgym.authoring.quality", "add_validate_domain_cli", "parser",
                                    "run the quality checks of a domain pack", "pip install sopgym"),
     "domains-table": LazyCommand("sopgym.authoring.quality", "add_domains_table_cli", "parser",

@@ -1,0 +1,276 @@
+"""``sopgym report RESULTS...``: a leaderboard (Markdown and CSV) and plots from ``sopgym eval`` results.
+
+Each results file is one run (one model or policy over one or more envs). The report puts them side
+by side:
+
+* ``leaderboard.md``: task success with its 95% interval, models x envs plus the suite mean; for
+  SOP-Bench envs the strict (evaluator) and ``sopbench-compat`` success side by side; then one row per
+  model and env with field accuracy, invalid-action rate, mean turns, tokens per episode, latency per
+  turn and the share of turns cut by ``max_tokens``.
+* ``leaderboard.csv``: the same rows, one per (model, env), plus a ``suite`` row per model.
+* ``task_success.png``: bars per env and model with the intervals; ``pass_at_k.png``: pass@k over k
+  (the mean over envs) per model. Plots need matplotlib (``pip install 'sopgym[report]'``); without
+  it the tables are still written and the command says what is missing.
+
+Models are named by the model the results name (or the policy), with the file's name added when two
+files would otherwise share a name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["load_results", "build_report", "leaderboard_rows", "add_report_cli"]
+
+CSV_COLUMNS = (
+    "model", "env", "episodes", "task_success_rate", "ci95_low", "ci95_high", "sopbench_compat_task_success_rate",
+    "field_accuracy", "execution_completion_rate", "invalid_action_rate", "mean_turns", "infrastructure_failure_rate",
+    "prompt_tokens_per_episode", "completion_tokens_per_episode", "latency_s_per_turn", "max_tokens_cut_rate",
+    "cost_usd",
+)
+
+
+def load_results(path: str | os.PathLike) -> dict[str, Any]:
+    """A results file of ``sopgym eval``.
+
+    Raises:
+        ValueError: not JSON, or not a results file of this format (naming what was found).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: expected a results JSON file of `sopgym eval --out`, got invalid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("envs"), dict) or not isinstance(data.get("suite"), dict):
+        found = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path}: expected a results file of `sopgym eval --out` (keys format, config, envs, suite), "
+                         f"got {found}")
+    return data
+
+
+def _model_name(results: dict[str, Any]) -> str:
+    agent = (results.get("config") or {}).get("agent") or {}
+    model = agent.get("model")
+    if model:
+        name = str(model).rstrip("/")
+        return os.path.basename(name) if os.path.sep in name else name
+    return str(agent.get("policy") or (results.get("config") or {}).get("identity", {}).get("policy") or "?")
+
+
+def _names(paths: Sequence[str | os.PathLike], runs: Sequence[dict[str, Any]]) -> list[str]:
+    names = [_model_name(r) for r in runs]
+    return [f"{n} ({Path(p).stem})" if names.count(n) > 1 else n for n, p in zip(names, paths)]
+
+
+def _usage(metrics: dict[str, Any], key: str) -> Any:
+    usage = metrics.get("usage") or {}
+    if key == "latency_s_per_turn":
+        return (usage.get("latency_s_per_turn") or {}).get("mean")
+    return usage.get(key)
+
+
+def leaderboard_rows(names: Sequence[str], runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (model, env) and a ``suite`` row per model, with :data:`CSV_COLUMNS`."""
+    rows = []
+    for name, run in zip(names, runs):
+        for env_id, m in run["envs"].items():
+            ci = (m.get("ci95") or {}).get("task_success_rate") or [None, None]
+            rows.append({
+                "model": name, "env": env_id, "episodes": m.get("episodes"), "task_success_rate": m.get("task_success_rate"),
+                "ci95_low": ci[0], "ci95_high": ci[1],
+                "sopbench_compat_task_success_rate": (m.get("sopbench_compat") or {}).get("task_success_rate"),
+                "field_accuracy": m.get("field_accuracy"), "execution_completion_rate": m.get("execution_completion_rate"),
+                "invalid_action_rate": m.get("invalid_action_rate"), "mean_turns": m.get("mean_turns"),
+                "infrastructure_failure_rate": m.get("infrastructure_failure_rate"),
+                **{key: _usage(m, key) for key in ("prompt_tokens_per_episode", "completion_tokens_per_episode",
+                                                   "latency_s_per_turn", "max_tokens_cut_rate", "cost_usd")},
+            })
+        suite = run["suite"]
+        ci = (suite.get("ci95") or {}).get("task_success_rate") or [None, None]
+        rows.append({
+            "model": name, "env": "suite", "episodes": suite.get("episodes"), "task_success_rate": suite.get("task_success_rate"),
+            "ci95_low": ci[0], "ci95_high": ci[1],
+            "sopbench_compat_task_success_rate": suite.get("sopbench_compat_task_success_rate"),
+            "field_accuracy": suite.get("field_accuracy"), "execution_completion_rate": suite.get("execution_completion_rate"),
+            "invalid_action_rate": suite.get("invalid_action_rate"), "mean_turns": suite.get("mean_turns"),
+            "infrastructure_failure_rate": suite.get("infrastructure_failure_rate"),
+            **{key: _usage(suite, key) for key in ("prompt_tokens_per_episode", "completion_tokens_per_episode",
+                                                   "latency_s_per_turn", "max_tokens_cut_rate", "cost_usd")},
+        })
+    return rows
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _with_ci(row: dict[str, Any]) -> str:
+    if row["ci95_low"] is None:
+        return _f(row["task_success_rate"])
+    return f"{_f(row['task_success_rate'])} [{_f(row['ci95_low'])}, {_f(row['ci95_high'])}]"
+
+
+def _markdown(names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+    envs: list[str] = []
+    for run in runs:
+        envs.extend(e for e in run["envs"] if e not in envs)
+    by_key = {(r["model"], r["env"]): r for r in rows}
+    out = ["# Leaderboard", "", "Task success rate (the strict evaluator) with 95% bootstrap intervals over tasks; "
+           "the suite column is the mean over envs.", ""]
+    out.append("| model | " + " | ".join(envs) + " | suite |")
+    out.append("|---" * (len(envs) + 2) + "|")
+    for name in names:
+        cells = [_with_ci(by_key[(name, e)]) if (name, e) in by_key else "" for e in envs]
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {_with_ci(by_key[(name, 'suite')])} |")
+    compat = [r for r in rows if r["sopbench_compat_task_success_rate"] is not None and r["env"] != "suite"]
+    if compat:
+        out += ["", "## SOP-Bench: strict vs sopbench-compat", "",
+                "`sopbench-compat` is upstream's lenient rule (substring matches count; see docs/sopbench.md), shown "
+                "only to compare with published numbers.", "",
+                "| model | env | strict | sopbench-compat | gap |", "|---|---|---|---|---|"]
+        for r in compat:
+            gap = r["sopbench_compat_task_success_rate"] - r["task_success_rate"]
+            out.append(f"| {r['model']} | {r['env']} | {_with_ci(r)} | {_f(r['sopbench_compat_task_success_rate'])} | {gap:+.3f} |")
+    out += ["", "## Details", "",
+            "| model | env | episodes | success | field acc. | completion | invalid actions | mean turns | "
+            "prompt tok./ep. | completion tok./ep. | latency/turn (s) | cut by max_tokens | infra. failures | cost (USD) |",
+            "|---" * 14 + "|"]
+    for r in rows:
+        out.append(
+            f"| {r['model']} | {r['env']} | {_f(r['episodes'])} | {_with_ci(r)} | {_f(r['field_accuracy'])} | "
+            f"{_f(r['execution_completion_rate'])} | {_f(r['invalid_action_rate'])} | {_f(r['mean_turns'], 2)} | "
+            f"{_f(r['prompt_tokens_per_episode'], 0)} | {_f(r['completion_tokens_per_episode'], 0)} | "
+            f"{_f(r['latency_s_per_turn'], 2)} | {_f(r['max_tokens_cut_rate'])} | {_f(r['infrastructure_failure_rate'])} | "
+            f"{_f(r['cost_usd'], 4)} |")
+    return "\n".join(out) + "\n"
+
+
+def _passk_curve(run: dict[str, Any]) -> tuple[list[int], list[float]]:
+    """The suite's pass@k curve: per k, the mean over envs (k up to the fewest samples of any env)."""
+    curves = [m.get("pass_at_k_curve") or {} for m in run["envs"].values()]
+    ks = sorted(set.intersection(*(set(int(k) for k in c) for c in curves))) if curves else []
+    return ks, [sum(c[str(k)] for c in curves) / len(curves) for k in ks]
+
+
+def _plots(out: Path, names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs: list[str] = []
+    for run in runs:
+        envs.extend(e for e in run["envs"] if e not in envs)
+    envs.append("suite")
+    by_key = {(r["model"], r["env"]): r for r in rows}
+    width = 0.8 / max(1, len(names))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(envs) * max(1, len(names)) ** 0.5 + 2), 4.5))
+    for i, name in enumerate(names):
+        xs, ys, lows, highs = [], [], [], []
+        for j, env in enumerate(envs):
+            r = by_key.get((name, env))
+            if r is None or r["task_success_rate"] is None:
+                continue
+            xs.append(j + (i - (len(names) - 1) / 2) * width)
+            ys.append(r["task_success_rate"])
+            lows.append(r["task_success_rate"] - (r["ci95_low"] if r["ci95_low"] is not None else r["task_success_rate"]))
+            highs.append((r["ci95_high"] if r["ci95_high"] is not None else r["task_success_rate"]) - r["task_success_rate"])
+        bars = ax.bar(xs, ys, width=width, label=name, yerr=[lows, highs], capsize=3)
+        ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=2)
+    ax.set_xticks(range(len(envs)))
+    ax.set_xticklabels([e.split("/")[-1] for e in envs], rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("task success rate (95% CI)")
+    ax.set_title("Task success per env")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    success = out / "task_success.png"
+    fig.savefig(success, dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, run in zip(names, runs):
+        ks, values = _passk_curve(run)
+        if ks:
+            ax.plot(ks, values, marker="o", label=name)
+    ax.set_xlabel("k")
+    ax.set_ylabel("pass@k (mean over envs)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("pass@k over k")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    curves = out / "pass_at_k.png"
+    fig.savefig(curves, dpi=120)
+    plt.close(fig)
+    return [success, curves]
+
+
+def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, plots: bool = True) -> dict[str, Any]:
+    """Write the leaderboard (and plots) for the results files ``paths`` into ``out_dir``.
+
+    Returns:
+        ``{"markdown": path, "csv": path, "plots": [paths], "plots_skipped": reason or None}``.
+
+    Raises:
+        ValueError: no files, or a file that is not a results file.
+    """
+    if not paths:
+        raise ValueError("expected at least one results file")
+    runs = [load_results(p) for p in paths]
+    names = _names(paths, runs)
+    rows = leaderboard_rows(names, runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = out / "leaderboard.md"
+    markdown.write_text(_markdown(names, runs, rows), encoding="utf-8")
+    table = out / "leaderboard.csv"
+    with open(table, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: ("" if r[k] is None else r[k]) for k in CSV_COLUMNS} for r in rows)
+    written: dict[str, Any] = {"markdown": markdown, "csv": table, "plots": [], "plots_skipped": None}
+    if plots:
+        try:
+            written["plots"] = _plots(out, names, runs, rows)
+        except ImportError as exc:
+            written["plots_skipped"] = f"matplotlib is missing ({exc}): pip install 'sopgym[report]'"
+    return written
+
+
+def add_report_cli(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("report", help="leaderboard (Markdown, CSV) and plots from `sopgym eval` results",
+                                   description="Puts results files of `sopgym eval --out` side by side: models x envs.")
+    parser.add_argument("results", nargs="+", help="results JSON files (one per model/run)")
+    parser.add_argument("--out", required=True, help="folder for leaderboard.md, leaderboard.csv and the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="tables only")
+    parser.set_defaults(func=cmd_report)
+    return parser
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"sopgym report: --out {args.out!r} is a file; expected a folder", file=sys.stderr)
+        return 2
+    try:
+        written = build_report(args.results, args.out, plots=not args.no_plots)
+    except (OSError, ValueError) as exc:
+        print(f"sopgym report: {exc}", file=sys.stderr)
+        return 2
+    print(written["markdown"].read_text(encoding="utf-8"))
+    for key in ("markdown", "csv"):
+        print(f"{key}: {written[key]}")
+    for path in written["plots"]:
+        print(f"plot: {path}")
+    if written["plots_skipped"]:
+        print(f"sopgym report: no plots: {written['plots_skipped']}", file=sys.stderr)
+    return 0

@@ -308,8 +308,8 @@ class OpenAIChatModel:
                 code = getattr(exc, "code", None)
                 if status in RETRY_STATUSES or status >= 500:
                     last = f"HTTP {status}: {text}"
-                    asked = _retry_after(exc)
-                    wait_s = asked if asked is not None else wait_s
+                    asked = _retry_after(exc)  # the server's word beats our backoff (bounded by the server wait)
+                    wait_s = min(asked, cfg.server_wait_s) if asked is not None else wait_s
                 elif is_context_length_error(status, text, code if isinstance(code, str) else None):
                     return RequestFailed("context_budget", f"the prompt does not fit the model's context (HTTP {status}): {text}",
                                          tries.count, time.monotonic() - tries.started)
@@ -319,7 +319,7 @@ class OpenAIChatModel:
                 last = f"the server reported an error: {exc}"
             if retry == cfg.max_retries:
                 break
-            time.sleep(min(wait_s, cfg.max_backoff_s) if wait_s is not None else 0.0)
+            time.sleep(wait_s)
             if recover and not self._healthy(cfg.server_wait_s):
                 last += f"; the server did not answer again within {cfg.server_wait_s:.0f} s"
                 break

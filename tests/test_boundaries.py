@@ -28,8 +28,10 @@ _ADAPTERS = ("sopgym.integrations",)
 
 
 @pytest.mark.parametrize("folder,forbidden", [
-    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch") + _ADAPTERS),
-    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring") + _ADAPTERS),
+    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch", "sopgym.agents") + _ADAPTERS),
+    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring", "sopgym.agents") + _ADAPTERS),
+    ("trainers", ("sopgym.agents",)),
+    ("sop_tasks", ("sopgym.agents",)),
     # Task sources sit below the envs: a pack that imported an env (or the tools that run envs) would
     # bring back the import cycle that lazy imports used to paper over.
     ("sop_tasks", _ABOVE_TASKS + ("gymnasium",) + _ADAPTERS),
@@ -93,3 +95,15 @@ def test_sopgym_envs_imports_from_a_plain_checkout_without_installing():
     assert out.stdout.strip() == str(REPO / "sopgym" / "envs" / "__init__.py")
     for folder in ("envs", "sandboxes", "sop_tasks", "trainers"):
         assert (REPO / "sopgym" / folder).resolve() == (REPO / folder).resolve()
+
+
+def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
+    code = (
+        "import sys\n"
+        "import sopgym.agents, sopgym.agents.openai_chat, sopgym.agents.hf_local, sopgym.agents.gguf\n"
+        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.evaluation.report\n"
+        "print(sorted(m for m in ('openai', 'torch', 'transformers', 'matplotlib', 'httpx', 'httpx2') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

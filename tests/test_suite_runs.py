@@ -241,3 +241,9 @@ def test_lazy_report_command_is_listed_in_help(capsys):
 def test_report_runs_as_a_command():
     out = subprocess.run([sys.executable, "-m", "sopgym", "report", "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--no-plots" in out.stdout
+
+
+def test_eval_refuses_to_write_results_over_a_suite_trajectory_file(random_suite, tmp_path, capsys):
+    (tmp_path / "t.jsonl").write_text((random_suite / "t.jsonl").read_text())
+    assert run("--env", WR, "--episodes", "1", "--out", str(tmp_path / "t.jsonl")) == 2
+    assert "is a trajectory file" in capsys.readouterr().err

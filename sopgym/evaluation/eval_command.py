@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "MODEL_POLICIES"]
+__all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "check_output_paths",
+           "MODEL_POLICIES"]
 
 MODEL_POLICIES = ("openai", "hf")
 #: Model options and the policies they belong to (for the "this option needs --policy ..." check).
@@ -99,8 +101,10 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--k", type=_positive_int, default=1, help="k of pass@k and pass^k (<= samples per task)")
     parser.add_argument("--seed", type=_non_negative_int, default=0)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
-    parser.add_argument("--out", default=None, help="write the results JSON here")
-    parser.add_argument("--trajectories", default=None, help="write every step and episode here (JSONL)")
+    parser.add_argument("--out", default=None, help="write the results JSON here (its folder must exist; checked before "
+                                                    "the run)")
+    parser.add_argument("--trajectories", default=None,
+                        help="write every step and episode here (JSONL; its folder is created; must differ from --out)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --trajectories: finished episodes are kept, the rest are run")
     parser.add_argument("--concurrency", type=_positive_int, default=1,
@@ -266,6 +270,54 @@ def parse_env_args(items: Sequence[str]) -> dict[str, Any]:
     return kwargs
 
 
+def _is_trajectory_file(path: str) -> bool:
+    """True when ``path`` is an existing file whose first line is a trajectory line (run/reset/step/episode)."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline(1 << 20)
+        line = json.loads(first)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(line, dict) and (line.get("type") == "run" or (
+        line.get("type") in ("reset", "step", "episode") and "episode_index" in line))
+
+
+def check_output_paths(out: str | None, trajectories: str | None) -> str | None:
+    """Why the output paths of ``sopgym eval`` cannot be written (None when they can), checked before any
+    episode runs, so a run is never lost to a typo in a path.
+
+    The results file must be a file (not a folder) in an existing folder; the trajectory file's folder is
+    created if missing, but no part of it may be a file; the two must be different files (the results
+    would overwrite the trajectories).
+    """
+    paths = [(flag, path) for flag, path in (("--out", out), ("--trajectories", trajectories)) if path]
+    for flag, path in paths:
+        if os.path.isdir(path) or path.endswith(("/", os.sep)):
+            return f"{flag} {path!r} is a folder; expected a file path"
+        parent = os.path.dirname(os.path.abspath(path))
+        if flag == "--out" and not os.path.isdir(parent):
+            return f"{flag} {path!r}: folder {parent!r} does not exist; create it or choose another path"
+        existing = parent
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            return f"{flag} {path!r}: {existing!r} is a file, not a folder"
+        if not os.access(existing, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            return f"{flag} {path!r} is not writable"
+    if out and _is_trajectory_file(out):
+        return (f"--out {out!r} is a trajectory file (its first line is a trajectory line): refusing to overwrite it "
+                "with results; choose another path")
+    if out and trajectories:
+        same = os.path.realpath(out) == os.path.realpath(trajectories) or (
+            os.path.exists(out) and os.path.exists(trajectories) and os.path.samefile(out, trajectories))
+        if same:
+            return (f"--out and --trajectories name the same file {out!r}: the results would overwrite the "
+                    "trajectories; give two paths")
+    return None
+
+
 # --------------------------------------------------------------------------------------------------
 # Building the agent
 # --------------------------------------------------------------------------------------------------
@@ -370,6 +422,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _error(str(exc))
     env_kwargs.update({key: value for key in ("reward", "sandbox") if (value := getattr(args, key)) is not None})
+    problem = check_output_paths(args.out, args.trajectories)
+    if problem:
+        return _error(problem)
+    if env_kwargs.get("code_runner") == "inprocess":
+        print("sopgym eval: note: code_runner=inprocess runs the agent's code on this host as your user (it can "
+              "import sopgym and read the answers): trusted code only", file=sys.stderr)
     sopbench_kwargs = {"prompt_style": args.prompt_style} if args.prompt_style else {}
     if sopbench_kwargs and not any(e.split(":")[-1].startswith("sopbench/") for e in env_ids):
         return _error("--prompt-style applies to SOP-Bench envs (sopbench/*), and this run has none")

@@ -21,11 +21,14 @@ __all__ = ["add_show_parser", "cmd_show", "read_trajectory", "format_episode", "
 
 
 def add_show_parser(subparsers) -> argparse.ArgumentParser:
+    from .eval_command import _non_negative_int
+
     parser = subparsers.add_parser("show", help="print an episode of a trajectory file readably (or write HTML)")
     parser.add_argument("path", help="JSONL written by `sopgym eval --trajectories` or RecordTrajectory")
-    parser.add_argument("--episode", type=int, action="append", default=None,
-                        help="episode index (default: the first; repeatable with --html)")
-    parser.add_argument("--max-chars", type=int, default=1500, help="cut each text block to this length (0: no cut)")
+    parser.add_argument("--episode", type=_non_negative_int, action="append", default=None,
+                        help="episode index (default: the first; repeatable)")
+    parser.add_argument("--max-chars", type=_non_negative_int, default=1500,
+                        help="cut each text block to this length (0: no cut)")
     parser.add_argument("--html", default=None, metavar="PAGE",
                         help="write the episodes (all, or those of --episode) to this self-contained HTML page")
     parser.set_defaults(func=cmd_show)
@@ -35,34 +38,87 @@ def add_show_parser(subparsers) -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------------
+# What each kind of trajectory line must hold for `show` to print it: key -> (allowed types, description).
+_LINE_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "reset": {"observation": ((str, type(None)), "a string")},
+    "step": {
+        "observation": ((str, type(None)), "a string"),
+        "calls": ((list, type(None)), "a list of call objects"),
+        "tool_results": ((list, type(None)), "a list of tool messages"),
+        "reward": ((int, float, type(None)), "a number"),
+        "status": ((str, type(None)), "a string"),
+        "agent": ((dict, type(None)), "an object"),
+    },
+    "episode": {
+        "reward": ((int, float, type(None)), "a number"),
+        "truncated": ((bool, type(None)), "a boolean"),
+        "extra": ((dict, type(None)), "an object"),
+    },
+}
+
+
+def _check_line(kind: str, obj: dict[str, Any]) -> str | None:
+    """Why a trajectory line cannot be shown (None when it can)."""
+    for key, (types, what) in _LINE_FIELDS.get(kind, {}).items():
+        value = obj.get(key)
+        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+            return f"{kind} line: {key!r} must be {what}, got {type(value).__name__}"
+    if kind == "step":
+        for key in ("calls", "tool_results"):
+            for item in obj.get(key) or []:
+                if not isinstance(item, dict):
+                    return f"step line: each of {key!r} must be an object, got {type(item).__name__}"
+        for msg in obj.get("tool_results") or []:
+            if not isinstance(msg.get("content"), (str, type(None))):
+                return f"step line: a tool result's 'content' must be a string, got {type(msg['content']).__name__}"
+    return None
+
+
 def read_trajectory(path: str) -> tuple[dict[str, Any] | None, dict[int, dict[str, Any]]]:
     """``(run line or None, episodes by index)``; an episode is ``{"reset", "steps", "episode"}``.
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line that is not JSON, naming the line.
+        ValueError: a line that is not a JSON object or whose fields have the wrong types, naming the line.
     """
-    from sopgym.evaluation.records import iter_jsonl
-
     run = None
     episodes: dict[int, dict[str, Any]] = {}
-    for _, obj in iter_jsonl(path):
-        if not isinstance(obj, dict):
-            continue
-        if obj.get("type") == "run":
-            run = obj
-            continue
-        index = obj.get("episode_index")
-        if not isinstance(index, int) or isinstance(index, bool):
-            continue
-        ep = episodes.setdefault(index, {"reset": None, "steps": [], "episode": None})
-        kind = obj.get("type")
-        if kind == "reset":
-            ep["reset"] = obj
-        elif kind == "step":
-            ep["steps"].append(obj)
-        elif kind == "episode":
-            ep["episode"] = obj
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                obj = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{where}: the line is nested too deeply to read") from None
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: expected a JSON object per line, got invalid JSON ({exc})") from None
+            except ValueError as exc:  # e.g. an integer beyond Python's int-string limit
+                raise ValueError(f"{where}: cannot read the line: {str(exc).split(';')[0]}") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{where}: expected a JSON object per line, got {type(obj).__name__}")
+            if obj.get("type") == "run" and "episode_index" not in obj:
+                run = obj
+                continue
+            index = obj.get("episode_index")
+            if index is None:
+                continue  # not a trajectory line (e.g. a bare record)
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise ValueError(f"{where}: 'episode_index' must be a non-negative integer, got {_json(index)[:60]}")
+            kind = obj.get("type")
+            if not isinstance(kind, (str, type(None))):
+                raise ValueError(f"{where}: 'type' must be 'reset', 'step' or 'episode', got {type(kind).__name__}")
+            problem = _check_line(kind, obj) if kind else None
+            if problem:
+                raise ValueError(f"{where}: {problem}")
+            ep = episodes.setdefault(index, {"reset": None, "steps": [], "episode": None})
+            if kind == "reset":
+                ep["reset"] = obj
+            elif kind == "step":
+                ep["steps"].append(obj)
+            elif kind == "episode":
+                ep["episode"] = obj
     return run, episodes
 
 
@@ -70,7 +126,7 @@ def read_trajectory(path: str) -> tuple[dict[str, Any] | None, dict[int, dict[st
 # Text
 # --------------------------------------------------------------------------------------------------
 def _fmt(value: Any) -> str:
-    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else _plain(value, 60)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -84,10 +140,16 @@ def _indent(text: str, prefix: str = "    ") -> str:
 
 
 def _json(value: Any) -> str:
+    """``json.dumps`` for display; never raises (a value read from JSON may still be too deep to write)."""
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
         return f"<cannot display: {type(exc).__name__}>"
+
+
+def _plain(value: Any, limit: int = 200) -> str:
+    """A string as itself, None as ``None``, anything else as its JSON text; cut at ``limit`` (never raises)."""
+    return (value if isinstance(value, str) else "None" if value is None else _json(value))[:limit]
 
 
 def _action_text(action: Any) -> str:
@@ -106,13 +168,13 @@ def _action_text(action: Any) -> str:
 def _agent_text(agent: Any) -> str | None:
     if not isinstance(agent, dict):
         return None
-    bits = [f"{agent.get('prompt_tokens', '?')} prompt + {agent.get('completion_tokens', '?')} completion tokens"]
+    bits = [f"{_plain(agent.get('prompt_tokens'), 20)} prompt + {_plain(agent.get('completion_tokens'), 20)} completion tokens"]
     if isinstance(agent.get("latency_s"), (int, float)):
         bits.append(f"{agent['latency_s']:.2f} s")
-    bits.append(f"finish_reason {agent.get('finish_reason')}"
+    bits.append(f"finish_reason {_plain(agent.get('finish_reason'), 40)}"
                 + (" (cut by max_tokens)" if agent.get("finish_reason") == "length" else ""))
     if agent.get("attempts", 1) != 1:
-        bits.append(f"{agent['attempts']} attempts")
+        bits.append(f"{_plain(agent['attempts'], 20)} attempts")
     return ", ".join(bits)
 
 
@@ -129,34 +191,35 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     """One recorded episode as readable text (see the module docstring)."""
     record = ep["episode"] or {}
     task_id = record.get("task_id") or (ep["reset"] or {}).get("task_id", "?")
-    out = [f"== episode {index} | {task_id} =="]
+    out = [f"== episode {index} | {_plain(task_id)} =="]
     if record.get("env_id"):
-        out.append(f"env: {record['env_id']}")
+        out.append(f"env: {_plain(record['env_id'])}")
     if ep["reset"] is not None:
         out += ["task input:", _indent(_cut(str(ep["reset"].get("observation") or ""), max_chars))]
     for step in ep["steps"]:
-        out.append(f"-- turn {step.get('turn')} | {step.get('status')} | reward {_fmt(step.get('reward'))}")
+        out.append(f"-- turn {_plain(step.get('turn'), 60)} | {_plain(step.get('status'), 60)} | reward {_fmt(step.get('reward'))}")
         agent = _agent_text(step.get("agent"))
         if agent:
             out.append(f"  model: {agent}")
         out += ["  assistant:", _indent(_cut(_action_text(step.get("action")), max_chars))]
         for call in step.get("calls") or []:
             if isinstance(call, dict):
-                out.append(f"  call {call.get('name')}({_cut(_json(call.get('arguments')), max_chars)}) -> {call.get('status')}")
+                out.append(f"  call {_plain(call.get('name'))}({_cut(_json(call.get('arguments')), max_chars)}) -> "
+                           f"{_plain(call.get('status'), 60)}")
         results = [m for m in step.get("tool_results") or [] if isinstance(m, dict)]
         for msg in results:
-            out += [f"  tool {msg.get('name')}:", _indent(_cut(str(msg.get("content") or ""), max_chars))]
+            out += [f"  tool {_plain(msg.get('name'))}:", _indent(_cut(msg.get("content") or "", max_chars))]
         feedback = _feedback(step)
         if feedback:
             out += ["  env:", _indent(_cut(feedback, max_chars))]
     if ep["episode"] is None:
         out.append("(episode not finished in this file)")
         return "\n".join(out)
-    end = f"truncated ({record.get('truncation_cause')})" if record.get("truncated") else "terminated"
-    out.append(f"== end: {end} | {record.get('turns')} turns | reward {_fmt(record.get('reward'))}")
+    end = f"truncated ({_plain(record.get('truncation_cause'), 60)})" if record.get("truncated") else "terminated"
+    out.append(f"== end: {end} | {_plain(record.get('turns'), 60)} turns | reward {_fmt(record.get('reward'))}")
     failed = (ep["episode"].get("extra") or {}).get("failed_request") if isinstance(ep["episode"].get("extra"), dict) else None
     if failed:
-        out.append(f"  ended by the harness: {failed.get('cause')}: {_cut(str(failed.get('message')), max_chars)}")
+        out.append(f"  ended by the harness: {_plain(failed.get('cause'), 60)}: {_cut(_plain(failed.get('message'), 10_000), max_chars)}")
     out.append(f"  answer:   {_cut(_json(record.get('answer')), max_chars)}")
     out.append(f"  expected: {_cut(_json(record.get('expected')), max_chars)}")
     score, problem = _verdict(index, record)
@@ -169,7 +232,7 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
                    f"infrastructure_failure={score.infrastructure_failure}")
     components = record.get("reward_components")
     if isinstance(components, dict) and components:
-        out.append("  reward components: " + "  ".join(f"{k} {_fmt(v)}" for k, v in components.items()))
+        out.append("  reward components: " + "  ".join(f"{_plain(k, 80)} {_fmt(v)}" for k, v in components.items()))
     return "\n".join(out)
 
 

@@ -230,6 +230,7 @@ def test_show_text_gives_the_verdict_per_field_and_the_reward_components(random_
     assert cli.main(["show", str(random_suite / "t.jsonl"), "--episode", "0"]) == 0
     out = capsys.readouterr().out
     assert "fields: disposition" in out and "reward components: field/disposition" in out and f"env: {WR}" in out
+    assert "system:\n    You are an operations agent" in out  # the SOP the agent was given
 
 
 def test_lazy_report_command_is_listed_in_help(capsys):

@@ -545,7 +545,8 @@ def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) ->
     format (``reset``, one ``step`` per turn, ``episode``), so ``sopgym show`` and
     :func:`load_records` read runner output and wrapper output alike.
 
-    What an agent added to :attr:`EpisodeResult.extra` is kept: ``extra["turns"]`` (one entry per
+    The reset line also holds the system message (``system``: the SOP as the agent read it). What an
+    agent added to :attr:`EpisodeResult.extra` is kept: ``extra["turns"]`` (one entry per
     turn, e.g. a model's tokens, latency and ``finish_reason``) as each step line's ``agent``, and
     the other keys as the episode line's ``extra`` (the evaluator ignores both).
     """
@@ -556,8 +557,12 @@ def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) ->
     per_turn = result.extra.get("turns")
     if per_turn is not None and len(per_turn) != len(result.turns):
         raise ValueError(f"extra['turns'] has {len(per_turn)} entries for {len(result.turns)} turns; expected one per turn")
-    yield reset_line(index, result.reset_info.get("task_id"), spec.seed,
-                     dict(spec.options) if spec.options is not None else None, result.reset_observation)
+    line = reset_line(index, result.reset_info.get("task_id"), spec.seed,
+                      dict(spec.options) if spec.options is not None else None, result.reset_observation)
+    first = (result.reset_info.get("messages") or [{}])[0]
+    if first.get("role") == "system":
+        line["system"] = first.get("content")  # the SOP the agent was given, for `sopgym show`
+    yield line
     for number, turn in enumerate(result.turns, start=1):
         tool_results = [m for m in turn.new_messages if m.get("role") == "tool"]
         line = step_line(index, number, turn.observation, turn.action, turn.calls, tool_results, turn.reward,

@@ -1,6 +1,6 @@
 """``sopgym show``: episodes of a trajectory file, readably, as text or as one self-contained HTML page.
 
-An episode shows its task input, then per turn the assistant's reply, the parsed tool calls with
+An episode shows the system message (the SOP) and the task input, then per turn the assistant's reply, the parsed tool calls with
 their statuses, the tool results and the env's feedback, and what the model cost (tokens, latency,
 ``finish_reason``) when the run recorded it; at the end the answer, the expected answer, the
 evaluator's verdict per field and overall, and the reward's components. ``--html PAGE`` writes every
@@ -40,7 +40,7 @@ def add_show_parser(subparsers) -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------------
 # What each kind of trajectory line must hold for `show` to print it: key -> (allowed types, description).
 _LINE_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
-    "reset": {"observation": ((str, type(None)), "a string")},
+    "reset": {"observation": ((str, type(None)), "a string"), "system": ((str, type(None)), "a string")},
     "step": {
         "observation": ((str, type(None)), "a string"),
         "calls": ((list, type(None)), "a list of call objects"),
@@ -195,6 +195,8 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     if record.get("env_id"):
         out.append(f"env: {_plain(record['env_id'])}")
     if ep["reset"] is not None:
+        if isinstance(ep["reset"].get("system"), str):
+            out += ["system:", _indent(_cut(ep["reset"]["system"], max_chars))]
         out += ["task input:", _indent(_cut(str(ep["reset"].get("observation") or ""), max_chars))]
     for step in ep["steps"]:
         out.append(f"-- turn {_plain(step.get('turn'), 60)} | {_plain(step.get('status'), 60)} | reward {_fmt(step.get('reward'))}")
@@ -280,6 +282,8 @@ def _episode_html(index: int, ep: dict[str, Any]) -> str:
     parts = [f'<details id="ep-{index}"><summary>episode {index} · {_e(task_id)} · '
              f'<span class="{css}">{verdict}</span> · {_e(record.get("turns", len(ep["steps"])))} turns</summary>']
     if ep["reset"] is not None:
+        if isinstance(ep["reset"].get("system"), str):
+            parts.append(f"<details><summary>System message (the SOP)</summary><pre>{_e(ep['reset']['system'])}</pre></details>")
         parts.append(f"<h4>Task input</h4><pre>{_e(ep['reset'].get('observation') or '')}</pre>")
     for step in ep["steps"]:
         parts.append(f'<div class="turn"><b>turn {_e(step.get("turn"))}</b> · {_e(step.get("status"))} · '

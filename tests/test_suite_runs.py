@@ -34,10 +34,12 @@ def random_suite(tmp_path_factory):
     return folder
 
 
-def test_globs_expand_to_the_registered_ids_in_order_each_once():
-    ids = registered_env_ids()
-    authored = [i for i in ids if i.startswith("sopgym/")]
-    assert expand_env_patterns(["sopgym/*"]) == authored
+def test_globs_expand_to_the_registered_task_envs_in_order_each_once():
+    from sopgym.sop_tasks.registry import all_packs
+
+    authored = sorted(p.env_id for p in all_packs() if p.env_id.startswith("sopgym/"))
+    assert expand_env_patterns(["sopgym/*"]) == authored  # not ids of other kinds (sopgym/Remote-v0)
+    assert set(authored) <= set(registered_env_ids())
     assert expand_env_patterns([OF, "sopgym/*"])[0] == OF and len(expand_env_patterns([OF, "sopgym/*"])) == len(authored)
 
 

@@ -443,12 +443,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except (ValueError, TypeError, gym.error.Error) as exc:
             return _error(f"{env_id}: {exc}")
         try:
-            size = env.unwrapped.pack.num_tasks(args.split)
+            pack = getattr(env.unwrapped, "pack", None)  # an env served elsewhere has none: its size is unknown
+            size = pack.num_tasks(args.split) if pack is not None else None
         finally:
             env.close()
         if args.episodes == "all":
             if size is None:
-                return _error(f"--episodes all: split {args.split!r} of {env_id} is unlimited; give a number")
+                return _error(f"--episodes all: split {args.split!r} of {env_id} is unlimited or unknown; give a number")
             num_tasks[env_id] = size
         elif size is not None and args.episodes > size:
             return _error(f"split {args.split!r} of {env_id} has {size} tasks; got episodes={args.episodes}")

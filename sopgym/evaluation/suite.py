@@ -54,12 +54,19 @@ SUITE_INTERVALS = ("task_success_rate", "field_accuracy", "execution_completion_
 # Which envs and episodes
 # --------------------------------------------------------------------------------------------------
 def registered_env_ids() -> list[str]:
-    """Every registered ``sopgym/*`` and ``sopbench/*`` id, sorted."""
+    """Every registered task env (``sopgym/*`` domains and ``sopbench/*`` ones), sorted: what globs
+    expand over. Other ids in gymnasium's registry (e.g. ``sopgym/Remote-v0``, an env served
+    elsewhere) are taken when named exactly."""
+    import sopgym  # noqa: F401 - registers the envs (and SOP-Bench's, with SOPBENCH_DIR)
+    from sopgym.envs.registration import registered_env_ids as pack_env_ids
+
+    return sorted(pack_env_ids())
+
+
+def _in_gym_registry(env_id: str) -> bool:
     import gymnasium as gym
 
-    import sopgym  # noqa: F401 - registers the envs (and SOP-Bench's, with SOPBENCH_DIR)
-
-    return sorted(i for i in gym.registry if i.startswith(("sopgym/", "sopbench/")))
+    return env_id in gym.registry
 
 
 def _bare(env_id: str) -> str:
@@ -69,7 +76,7 @@ def _bare(env_id: str) -> str:
 
 def expand_env_patterns(patterns: Sequence[str], registered: Sequence[str] | None = None) -> list[str]:
     """Env ids from ids and globs (``sopgym/*``, ``sopbench/*``, ``sopgym/Warehouse*``), in the order
-    given, each once; a glob expands to its matches sorted.
+    given, each once; a glob expands to its matching task envs (:func:`registered_env_ids`) sorted.
 
     Raises:
         ValueError: no pattern, an unknown id, or a glob that matches nothing (naming what is registered).
@@ -84,7 +91,8 @@ def expand_env_patterns(patterns: Sequence[str], registered: Sequence[str] | Non
             if not matches:
                 raise ValueError(f"env pattern {pattern!r} matches no registered env; registered: {registered}"
                                  + ("; SOP-Bench envs need SOPBENCH_DIR set to a checkout" if pattern.startswith("sopbench") else ""))
-        elif _bare(pattern) in registered or (":" in pattern and _bare(pattern).startswith(("sopgym/", "sopbench/"))):
+        elif _bare(pattern) in registered or _in_gym_registry(pattern) or (
+                ":" in pattern and _bare(pattern).startswith(("sopgym/", "sopbench/"))):
             matches = [pattern]
         else:
             raise ValueError(f"unknown env id {pattern!r}; registered: {registered}")

@@ -250,3 +250,17 @@ def test_eval_refuses_to_write_results_over_a_suite_trajectory_file(random_suite
     (tmp_path / "t.jsonl").write_text((random_suite / "t.jsonl").read_text())
     assert run("--env", WR, "--episodes", "1", "--out", str(tmp_path / "t.jsonl")) == 2
     assert "is a trajectory file" in capsys.readouterr().err
+
+
+def test_progress_bar_writes_a_line_a_minute_to_a_log():
+    import io
+
+    stream = io.StringIO()
+    bar = ProgressBar(10, stream=stream, log_interval=60.0)
+    bar.update()
+    assert stream.getvalue() == ""
+    bar._start -= 61.0
+    bar.update()
+    assert stream.getvalue().count("\n") == 1 and "2/10 episodes" in stream.getvalue()
+    bar.update()
+    assert stream.getvalue().count("\n") == 1  # not again within the minute

@@ -12,8 +12,9 @@ __all__ = ["ProgressBar"]
 class ProgressBar:
     """``[#######.....]  35/50 episodes  12.3/s  ETA 1s`` redrawn in place on a terminal.
 
-    On a stream that is not a terminal (a log file, a pipe) it writes one line when finished, so
-    logs are not flooded with carriage returns.
+    On a stream that is not a terminal (a log file, a pipe) it writes a line at most every
+    ``log_interval`` seconds and one when finished, so logs are not flooded with carriage returns
+    and a long run in the background still shows its progress.
 
     Args:
         total: the number of units of work.
@@ -23,10 +24,11 @@ class ProgressBar:
         min_interval: seconds between redraws on a terminal.
         initial: units already done before this bar started (a resumed run): shown as done, left
             out of the rate and the ETA.
+        log_interval: seconds between lines on a non-terminal.
     """
 
     def __init__(self, total: int, label: str = "episodes", stream: TextIO | None = None, width: int = 30,
-                 min_interval: float = 0.1, initial: int = 0) -> None:
+                 min_interval: float = 0.1, initial: int = 0, log_interval: float = 60.0) -> None:
         if total < 0:
             raise ValueError(f"total must be >= 0, got {total}")
         if not 0 <= initial <= total:
@@ -40,6 +42,7 @@ class ProgressBar:
         self.initial = initial
         self._start = time.monotonic()
         self._last_draw = float("-inf")
+        self.log_interval = log_interval
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def line(self) -> str:
@@ -62,6 +65,10 @@ class ProgressBar:
         if self._tty and (now - self._last_draw >= self.min_interval or self.done == self.total):
             self._last_draw = now
             self.stream.write("\r" + self.line())
+            self.stream.flush()
+        elif not self._tty and self.done < self.total and now - max(self._last_draw, self._start) >= self.log_interval:
+            self._last_draw = now
+            self.stream.write(self.line() + "\n")
             self.stream.flush()
 
     def close(self) -> None:

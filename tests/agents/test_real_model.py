@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import gymnasium as gym
 import pytest
@@ -39,18 +40,24 @@ def smollm2(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def served_run(smollm2, tmp_path_factory):
-    """One `sopgym eval --policy openai` run against transformers serve (the model preloaded)."""
+def server(smollm2, tmp_path_factory):
+    """transformers serve on 127.0.0.1 with the exported model preloaded."""
+    with TransformersServe(threads=1, log=tmp_path_factory.mktemp("serve") / "serve.log", extra_args=[smollm2[2]]) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def served_run(smollm2, server, tmp_path_factory):
+    """One `sopgym eval --policy openai` run against the server."""
     folder = tmp_path_factory.mktemp("served")
-    with TransformersServe(threads=1, log=folder / "serve.log", extra_args=[smollm2[2]]) as server:
-        done = subprocess.run(
-            [sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url,
-             "--model", smollm2[2], "--tools", "prompt", "--max-tokens", str(MAX_TOKENS), "--env-arg", "max_turns=2",
-             "--episodes", "1", "--quiet", "--out", str(folder / "r.json"), "--trajectories", str(folder / "t.jsonl")],
-            capture_output=True, text=True, timeout=1800)
-        refused = subprocess.run(
-            [sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url,
-             "--model", "no-such-model", "--episodes", "1", "--quiet"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url,
+         "--model", smollm2[2], "--tools", "prompt", "--max-tokens", str(MAX_TOKENS), "--env-arg", "max_turns=2",
+         "--episodes", "1", "--quiet", "--out", str(folder / "r.json"), "--trajectories", str(folder / "t.jsonl")],
+        capture_output=True, text=True, timeout=1800)
+    refused = subprocess.run(
+        [sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url,
+         "--model", "no-such-model", "--episodes", "1", "--quiet"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((folder / "r.json").read_text()), [json.loads(x) for x in (folder / "t.jsonl").read_text().splitlines()], refused
 
@@ -107,3 +114,24 @@ def test_a_gguf_loaded_model_exports_to_a_folder_that_loads(smollm2):
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
     reloaded = AutoModelForCausalLM.from_pretrained(folder)
     assert getattr(reloaded.config, "quantization_config", None) is None
+
+
+def test_an_abandoned_streamed_request_stops_generating_on_the_server(smollm2, server):
+    """Our client closes a timed-out stream; transformers serve then cancels that generation, so the
+    next request does not queue behind it (it answers long before the abandoned one would have)."""
+    from sopgym.agents.chat import ChatRequest, Completion
+    from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
+
+    chat = [{"role": "user", "content": "Write a very long story about a warehouse."}]
+    long = OpenAIChatModel(OpenAIChatConfig(server.base_url, smollm2[2], max_tokens=400, request_timeout_s=3.0, max_retries=0))
+    (abandoned,) = long.complete_batch([ChatRequest(chat)])
+    assert abandoned.cause == "inference" and "timed out" in abandoned.message
+    short = OpenAIChatModel(OpenAIChatConfig(server.base_url, smollm2[2], max_tokens=4, request_timeout_s=600.0))
+    started = time.monotonic()
+    (answer,) = short.complete_batch([ChatRequest(chat)])
+    waited = time.monotonic() - started
+    assert isinstance(answer, Completion) and answer.completion_tokens <= 4
+    # Had the server kept generating 400 tokens, this request would have waited for ~100 times the
+    # cost of its own 4 tokens; allow it 25 times.
+    per_token = answer.latency_s / max(1, answer.completion_tokens)
+    assert waited < 25 * max(per_token * 4, 1.0), (waited, per_token)

@@ -244,12 +244,12 @@ def test_progress_bar_writes_one_final_line_when_not_a_terminal():
 @pytest.fixture
 def no_episodes(monkeypatch):
     """Fails the test if `sopgym eval` gets as far as running episodes."""
-    import sopgym.evaluation
+    import sopgym.evaluation.suite
 
     def refuse(*args, **kwargs):
         raise AssertionError("episodes ran before the arguments were checked")
 
-    monkeypatch.setattr(sopgym.evaluation, "run_policy", refuse, raising=False)
+    monkeypatch.setattr(sopgym.evaluation.suite, "run_suite", refuse)
 
 
 def _traj_line():
@@ -305,7 +305,7 @@ def test_eval_refuses_invalid_env_kwargs_before_running_any_episode(capsys, tmp_
 def test_eval_results_and_trajectories_are_both_kept(tmp_path):
     out, traj = tmp_path / "r.json", tmp_path / "deep" / "t.jsonl"
     assert cli.main(["eval", "--env", WR, "--episodes", "2", "--quiet", "--out", str(out), "--trajectories", str(traj)]) == 0
-    assert json.loads(out.read_text())["episodes"] == 2 and len(traj.read_text().splitlines()) > 2
+    assert env_results(out)["episodes"] == 2 and len(traj.read_text().splitlines()) > 2
 
 
 # `sopgym show` on odd files: one line naming the file and line, exit code 2.

@@ -104,29 +104,36 @@ def test_upstream_style_prompts_never_carry_bookkeeping_values(env_id):
     _check_no_leaks(make(env_id, prompt_style="upstream"), env_id)
 
 
-def test_the_openai_client_sends_only_messages_and_tools(env_id):
-    """The message-level policy (trainers/policy/openai_client.py: ``ChatAgent`` over the episode runner)
+@pytest.mark.parametrize("tools_mode", ["native", "prompt"])
+def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
+    """The model agent (sopgym/agents: ``ChatAgent`` over ``OpenAIChatModel``, through the episode runner)
     builds its requests from the env's messages and tools; its transport is replaced by one that records
     each request body and answers with a tool call, then the task's answer."""
+    pytest.importorskip("openai")
+    from sopgym.agents.chat import ChatAgent
+    from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
     from sopgym.evaluation.runner import EnvPool, EpisodeSpec, run_episodes
-    from sopgym.trainers.policy.openai_client import ChatAgent, OpenAIChatPolicy
 
     bodies, envs = [], []
 
-    class Recording(OpenAIChatPolicy):
-        def _post(self, body):
+    class Recording(OpenAIChatModel):
+        def _send(self, request):
+            body = self._body(request)
             bodies.append(json.dumps(body))
-            first_tool = (body.get("tools") or [{"function": {"name": "no_tools"}}])[0]["function"]["name"]
+            tools = body.get("tools") or [{"function": {"name": "no_tools"}}]
             answer = envs[0].unwrapped._task.answer
-            reply = format_call(first_tool, {}) if len(bodies) == 1 else format_call(SUBMIT_TOOL, answer)
-            return {"choices": [{"message": {"role": "assistant", "content": reply}}]}
+            reply = format_call(tools[0]["function"]["name"], {}) if len(bodies) == 1 else format_call(SUBMIT_TOOL, answer)
+            return {"role": "assistant", "content": reply}, "stop", None
 
     def make_env(env_id_):
         envs.append(make(env_id_))
         return envs[-1]
 
+    model = Recording(OpenAIChatConfig("http://127.0.0.1:9/v1", "m", max_retries=0))
+    model._ready = True  # no server to wait for: the transport above answers
     spec = EpisodeSpec(env_id, 0, {"split": "test", "task_index": 0})
-    (result,) = run_episodes([spec], ChatAgent(Recording("http://127.0.0.1:9/v1", model="m", retries=1)), EnvPool(make_env))
+    (result,) = run_episodes([spec], ChatAgent(model, tools_mode=tools_mode), EnvPool(make_env))
+    model.close()
     assert result.record["difficulty"] == SENTINELS["difficulty"] and bodies
     leaks = {s for body in bodies for s in _leaks(body, result.record["task_id"])}
     assert not leaks, f"bookkeeping values in a request body: {sorted(leaks)}"
@@ -135,7 +142,8 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id):
 # Modules whose output is a model's input (prompt text, chat-template input, request bodies, tool messages).
 PROMPT_BUILDERS = [
     "envs/rendering.py", "sop_tasks/pack.py", "sopgym/sopbench/prompts.py", "trainers/episodes.py",
-    "trainers/policy/openai_client.py", "trainers/policy/hf.py", "trainers/rollout.py", "trainers/sft.py",
+    "sopgym/agents/chat.py", "sopgym/agents/tool_prompt.py", "sopgym/agents/openai_chat.py", "sopgym/agents/hf_local.py",
+    "trainers/policy/hf.py", "trainers/rollout.py", "trainers/sft.py",
 ]
 BOOKKEEPING_ONLY = {"difficulty", "meta", "expected", "expected_state", "answer"}
 

@@ -107,8 +107,15 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                         help="write every step and episode here (JSONL; its folder is created; must differ from --out)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in --trajectories: finished episodes are kept, the rest are run")
-    parser.add_argument("--concurrency", type=_positive_int, default=1,
-                        help="episodes running at once (for a model: requests in flight, or the batch of a local model)")
+    parser.add_argument("--concurrency", type=_positive_int, default=None,
+                        help="episodes running at once (default: 1, or 16 per Ray worker for a built-in policy); for a "
+                             "model: requests in flight, or the batch of a local model. The records do not depend on it "
+                             "for built-in policies")
+    parser.add_argument("--workers", type=_non_negative_int, default=0, metavar="N",
+                        help="run the envs on N Ray env workers, stepped in parallel (needs sopgym[ray]; 0: in this "
+                             "process). The records are the same; see docs/scaling.md")
+    parser.add_argument("--ray-address", default=None, metavar="ADDR",
+                        help="with --workers: the Ray cluster (auto, host:6379, ray://host:10001); default: Ray on this machine")
     parser.add_argument("--reward", default=None, choices=("dense", "binary"), help="env reward (default: the env's)")
     parser.add_argument("--sandbox", default=None, choices=("inprocess", "docker"), help="stateful tool backend")
     parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
@@ -394,6 +401,22 @@ def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 # --------------------------------------------------------------------------------------------------
 # The command
 # --------------------------------------------------------------------------------------------------
+class SuiteEnvMaker:
+    """``env_id -> gymnasium.make(env_id, ...)`` with the run's env kwargs, plus the SOP-Bench-only ones
+    for ``sopbench/*`` envs. Picklable: it travels to Ray env workers."""
+
+    def __init__(self, env_kwargs: dict[str, Any], sopbench_kwargs: dict[str, Any], split: str):
+        self.env_kwargs, self.sopbench_kwargs, self.split = dict(env_kwargs), dict(sopbench_kwargs), split
+
+    def __call__(self, env_id: str) -> Any:
+        import gymnasium as gym
+
+        import sopgym  # noqa: F401  (registers the envs, in a worker too)
+
+        extra = self.sopbench_kwargs if env_id.split(":")[-1].startswith("sopbench/") else {}
+        return gym.make(env_id, **{**self.env_kwargs, **extra, "split": self.split})
+
+
 def _error(message: str) -> int:
     print(f"sopgym eval: {message}", file=sys.stderr)
     return 2
@@ -408,6 +431,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from .runner import builtin_policy_agent
     from .suite import SuitePlan, expand_env_patterns, run_suite, software_info, suite_results
 
+    if args.ray_address is not None and not args.workers:
+        return _error(f"--ray-address {args.ray_address!r} needs --workers N (N >= 1)")
+    if args.concurrency is None:
+        args.concurrency = 16 * args.workers if args.workers and args.policy not in MODEL_POLICIES else 1
     if args.k > args.samples_per_task:
         return _error(f"--k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): pass@k needs n >= k "
                       "samples per task")
@@ -432,9 +459,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if sopbench_kwargs and not any(e.split(":")[-1].startswith("sopbench/") for e in env_ids):
         return _error("--prompt-style applies to SOP-Bench envs (sopbench/*), and this run has none")
 
-    def make_env(env_id: str):
-        extra = sopbench_kwargs if env_id.split(":")[-1].startswith("sopbench/") else {}
-        return gym.make(env_id, **{**env_kwargs, **extra, "split": args.split})
+    make_env = SuiteEnvMaker(env_kwargs, sopbench_kwargs, args.split)
 
     num_tasks: dict[str, int] = {}
     for env_id in env_ids:
@@ -484,9 +509,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
             if not args.quiet:
                 print(f"sopgym eval: waiting for {args.base_url} ...", file=sys.stderr)
             model.wait_until_ready()
+        pool = None
+        if args.workers:
+            from .runner import make_env_pool
+
+            pool = make_env_pool(make_env, "ray", num_workers=args.workers, address=args.ray_address)
         outcomes = run_suite(plan, agent, make_env, identity=identity, trajectories=args.trajectories,
                              resume=args.resume, concurrency=args.concurrency, progress=not args.quiet,
-                             on_resume=on_resume)
+                             on_resume=on_resume, pool=pool)
     except ServerRefused as exc:
         saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
         print(f"sopgym eval: stopped: {exc}{saved}", file=sys.stderr)
@@ -495,7 +525,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
         print(f"sopgym eval: interrupted{saved}", file=sys.stderr)
         return 130
-    except (ValueError, TypeError, gym.error.Error) as exc:  # a file of another run, bad env kwargs, ...
+    except (ValueError, TypeError, gym.error.Error, ImportError) as exc:  # another run's file, env kwargs, no ray
         return _error(str(exc))
     finally:
         if model is not None:

@@ -265,6 +265,7 @@ def run_suite(
     concurrency: int = 1,
     progress: bool = True,
     on_resume: Callable[[int, int], None] | None = None,
+    pool: Any = None,
 ) -> list[EpisodeOutcome]:
     """Run every episode of ``plan`` not already finished in ``trajectories``.
 
@@ -278,6 +279,8 @@ def run_suite(
         concurrency: episodes running at once.
         progress: progress bar with an ETA on stderr.
         on_resume: called with (finished episodes found, episodes to run) when resuming.
+        pool: the env pool to run on (None: an in-process :class:`~.runner.EnvPool` of ``make_env``;
+            e.g. :func:`~.runner.make_env_pool` with Ray env workers). It is closed at the end.
 
     Returns:
         One :class:`EpisodeOutcome` per planned episode, in plan order.
@@ -312,7 +315,7 @@ def run_suite(
         on_resume(len(finished), len(pending))
     writer = _SuiteWriter(trajectories, header, truncate_at) if trajectories is not None else None
     outcomes: dict[int, EpisodeOutcome] = dict(finished)
-    pool = EnvPool(make_env)
+    pool = pool if pool is not None else EnvPool(make_env)
 
     def done(result: Any) -> None:
         index = pending[result.index]

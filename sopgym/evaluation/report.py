@@ -203,6 +203,9 @@ def _plots(out: Path, names: Sequence[str], runs: Sequence[dict[str, Any]], rows
         ks, values = _passk_curve(run)
         if ks:
             ax.plot(ks, values, marker="o", label=name)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("k")
     ax.set_ylabel("pass@k (mean over envs)")
     ax.set_ylim(0, 1.05)

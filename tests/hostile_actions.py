@@ -157,38 +157,66 @@ def huge_number_call(rng: random.Random, view: ToolView) -> Any:
     return _wrap(rng, text)
 
 
-def _non_json_values() -> list[Callable[[], Any]]:
-    def self_dict() -> dict:
-        d: dict = {"a": 1}
-        d["self"] = d
-        return d
+def self_referencing_dict() -> dict:
+    """A dict that contains itself."""
+    d: dict = {"a": 1}
+    d["self"] = d
+    return d
 
-    def self_list() -> list:
-        x: list = [1]
-        x.append(x)
-        return x
 
-    def deep(n: int, kind: str) -> Any:
-        value: Any = "leaf"
-        for _ in range(n):
-            value = {"a": value} if kind == "dict" else [value]
-        return value
+def self_referencing_list() -> list:
+    """A list that contains itself."""
+    x: list = [1]
+    x.append(x)
+    return x
 
-    def doubling(n: int) -> Any:  # a DAG whose tree walk is exponential
-        value: Any = [1]
-        for _ in range(n):
-            value = [value, value]
-        return value
 
+def nested(n: int, kind: str = "dict") -> Any:
+    """``n`` levels of one-element dicts (or lists) around a leaf."""
+    value: Any = "leaf"
+    for _ in range(n):
+        value = {"a": value} if kind == "dict" else [value]
+    return value
+
+
+def self_sharing(n: int) -> Any:
+    """A DAG of 2**n leaves sharing itself: small in memory, exponential to walk as a tree."""
+    value: Any = [1]
+    for _ in range(n):
+        value = [value, value]
+    return value
+
+
+def make_env_without_docker(env_id: str, **kwargs: Any):
+    """``gym.make`` with every code/tool runner in-process (no Docker; a SOP-Bench checkout's missing
+    tools.py is then a sandbox error), the trusted-code warning silenced."""
+    import warnings
+
+    import gymnasium as gym
+
+    from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
+    from sopgym.sop_tasks.registry import get_pack
+
+    if env_id.startswith("sopbench/"):
+        kwargs = {"tools_runner": "inprocess", "trust_tools_code": True, **kwargs}
+    elif get_pack(env_id.rsplit("-v", 1)[0]).verifiable is not None:
+        kwargs = {"code_runner": "inprocess", **kwargs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
+        return gym.make(env_id, **kwargs)
+
+
+def _non_json_values() -> tuple[list[Callable[[], Any]], list[Callable[[], Any]]]:
     return [
         lambda: np.int64(3), lambda: np.float32(1.5), lambda: np.bool_(True), lambda: np.arange(4),
         lambda: np.float64("nan"), lambda: {1, 2}, lambda: frozenset({"a"}), lambda: b"bytes\xff",
         lambda: bytearray(b"x"), lambda: decimal.Decimal("1.5"), lambda: dt.date(2024, 1, 1),
-        lambda: dt.datetime(2024, 1, 1, 12), lambda: 1 + 2j, lambda: object(), self_dict, self_list,
-        lambda: deep(5000, "dict"), lambda: deep(5000, "list"), lambda: deep(70, "dict"), lambda: deep(63, "list"),
+        lambda: dt.datetime(2024, 1, 1, 12), lambda: 1 + 2j, lambda: object(), self_referencing_dict,
+        self_referencing_list, lambda: nested(5000), lambda: nested(5000, "list"), lambda: nested(70),
+        lambda: nested(63, "list"),
         lambda: {(1, 2): "tuple key"}, lambda: {1: "int key"}, lambda: {None: 1}, lambda: 10**5000,
         lambda: -(10**309), lambda: (1, 2, 3), lambda: print, lambda: range(3), lambda: float("inf"),
-    ], [lambda: doubling(60), lambda: "x" * 1_000_100]
+    ], [lambda: self_sharing(60), lambda: "x" * 1_000_100]
 
 
 #: Values JSON cannot carry; the heavy ones (a structure of 2**60 values sharing itself, a megabyte

@@ -7,14 +7,12 @@ import math
 import os
 import random
 import time
-import warnings
 
 import gymnasium as gym
-from hostile_actions import ToolView, hostile_action
+from hostile_actions import ToolView, hostile_action, make_env_without_docker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
 from sopgym.envs.registration import registered_env_ids
 from sopgym.envs.wrappers import RecordTrajectory
 from sopgym.sandboxes.base import Tier
@@ -104,14 +102,7 @@ STEP_BOUND_S = 1.0
 
 def _hostile_env(env_id):
     pack = get_pack(env_id.rsplit("-v", 1)[0])
-    kwargs = {}
-    if env_id.startswith("sopbench/"):
-        kwargs = {"tools_runner": "inprocess", "trust_tools_code": True}  # no Docker; a missing tools.py is a sandbox error
-    elif pack.verifiable is not None:
-        kwargs = {"code_runner": "inprocess"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
-        env = gym.make(env_id, **kwargs)
+    env = make_env_without_docker(env_id)
     # Recording serialises every action as given (the trajectory lines the evaluator and `sopgym show` read).
     return RecordTrajectory(env, os.devnull), pack
 

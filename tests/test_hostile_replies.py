@@ -8,13 +8,11 @@ import decimal
 import json
 import math
 import time
-import warnings
 
-import gymnasium as gym
 import numpy as np
 import pytest
+from hostile_actions import make_env_without_docker, nested, self_referencing_dict
 
-from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
 from sopgym.envs.parsing import MAX_INT_DIGITS
 from sopgym.envs.policies import format_call
 from sopgym.envs.registration import registered_env_ids
@@ -23,16 +21,7 @@ from sopgym.evaluation import score_record
 from sopgym.sop_tasks.pack import SUBMIT_TOOL
 from sopgym.sop_tasks.registry import get_pack
 
-
-def make(env_id, **kwargs):
-    pack = get_pack(env_id.rsplit("-v", 1)[0])
-    if env_id.startswith("sopbench/"):
-        kwargs = {"tools_runner": "inprocess", "trust_tools_code": True, **kwargs}
-    elif pack.verifiable is not None:
-        kwargs = {"code_runner": "inprocess", **kwargs}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
-        return gym.make(env_id, **kwargs)
+make = make_env_without_docker
 
 
 def _numeric_fields(env_id):
@@ -99,23 +88,10 @@ def test_a_huge_integer_in_tool_arguments_is_a_parse_error(env_id):
     env.close()
 
 
-def _self_ref():
-    d = {"a": 1}
-    d["self"] = d
-    return d
-
-
-def _deep(n):
-    value = "leaf"
-    for _ in range(n):
-        value = {"a": value}
-    return value
-
-
 NON_JSON = {
     "numpy int": lambda: np.int64(3), "numpy float": lambda: np.float32(1.5), "numpy array": lambda: np.arange(3),
     "set": lambda: {1, 2}, "bytes": lambda: b"ab", "Decimal": lambda: decimal.Decimal("1.5"),
-    "date": lambda: dt.date(2024, 1, 1), "self reference": _self_ref, "5,000 deep": lambda: _deep(5_000),
+    "date": lambda: dt.date(2024, 1, 1), "self reference": self_referencing_dict, "5,000 deep": lambda: nested(5_000),
     "tuple key": lambda: {(1, 2): 3}, "huge int": lambda: 10**5_000, "int beyond float range as a dict value": lambda: 10**MAX_INT_DIGITS,
 }
 

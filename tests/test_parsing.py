@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from hostile_actions import nested, self_referencing_dict, self_referencing_list, self_sharing
 
 from sopgym.envs.parsing import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_JSON_VALUES, parse_reply
 
@@ -97,36 +98,11 @@ HOSTILE_VALUES = {
 }
 
 
-def _self_dict():
-    d = {"a": 1}
-    d["self"] = d
-    return d
-
-
-def _self_list():
-    x = [1]
-    x.append(x)
-    return x
-
-
-def _deep(n):
-    value = "leaf"
-    for _ in range(n):
-        value = {"a": value}
-    return value
-
-
-def _doubling(n):
-    value = [1]
-    for _ in range(n):
-        value = [value, value]
-    return value
-
-
 STRUCTURES = {
-    "contains itself (dict)": _self_dict, "contains itself (list)": _self_list, "5,000 deep": lambda: _deep(5_000),
-    f"{MAX_JSON_DEPTH + 1} deep": lambda: _deep(MAX_JSON_DEPTH + 1), "tuple key": lambda: {(1, 2): 3},
-    "int key": lambda: {1: "a"}, "None key": lambda: {None: 1}, "2**22 values sharing themselves": lambda: _doubling(22),
+    "contains itself (dict)": self_referencing_dict, "contains itself (list)": self_referencing_list,
+    "5,000 deep": lambda: nested(5_000),
+    f"{MAX_JSON_DEPTH + 1} deep": lambda: nested(MAX_JSON_DEPTH + 1), "tuple key": lambda: {(1, 2): 3},
+    "int key": lambda: {1: "a"}, "None key": lambda: {None: 1}, "2**22 values sharing themselves": lambda: self_sharing(22),
     f"{MAX_JSON_VALUES + 1} values": lambda: list(range(MAX_JSON_VALUES + 1)),
 }
 
@@ -165,7 +141,7 @@ def test_arguments_read_from_a_dict_are_a_plain_json_copy():
 
 
 def test_arguments_nested_up_to_the_depth_bound_are_read():
-    (c,) = parse_reply({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": _deep(MAX_JSON_DEPTH - 1)}}]}).calls
+    (c,) = parse_reply({"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": nested(MAX_JSON_DEPTH - 1)}}]}).calls
     assert c.error is None
     (c,) = parse_reply(_call_text("[" * 900 + "]" * 900)).calls  # json reads 900 levels; the env reads 64
     assert c.error and "nested" in c.error

@@ -13,31 +13,21 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
-import warnings
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
+from hostile_actions import make_env_without_docker
 
-from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
 from sopgym.envs.policies import format_call, make_policy
 from sopgym.envs.registration import registered_env_ids
 from sopgym.sop_tasks.pack import SUBMIT_TOOL
-from sopgym.sop_tasks.registry import get_pack
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINELS = {"difficulty": "SENTINEL-DIFFICULTY-7f3a", "meta": "SENTINEL-META-91c2"}
 
 
 def make(env_id, **kwargs):
-    pack = get_pack(env_id.rsplit("-v", 1)[0])
-    if env_id.startswith("sopbench/"):
-        kwargs = {"tools_runner": "inprocess", "trust_tools_code": True, **kwargs}
-    elif pack.verifiable is not None:
-        kwargs = {"code_runner": "inprocess", **kwargs}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InProcessCodeRunnerWarning)
-        env = gym.make(env_id, **kwargs)
+    env = make_env_without_docker(env_id, **kwargs)
     pick = env.unwrapped._pick_task
 
     def pick_with_sentinels(options):

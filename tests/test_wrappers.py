@@ -6,6 +6,7 @@ import math
 import gymnasium as gym
 import numpy as np
 import pytest
+from hostile_actions import nested, self_referencing_dict, self_sharing
 
 from sopgym.envs import SOPEnv
 from sopgym.envs.policies import format_call, make_policy
@@ -174,33 +175,13 @@ def test_append_mode_keeps_earlier_lines(tmp_path):
 
 
 # -- Recording whatever a policy gave never raises nor stalls (issue 12) ----------------------------------
-def _self_ref():
-    d = {"a": 1}
-    d["d"] = d
-    return d
-
-
-def _deep(n):
-    value = []
-    for _ in range(n):
-        value = [value]
-    return value
-
-
-def _doubling(n):
-    value = [1]
-    for _ in range(n):
-        value = [value, value]
-    return value
-
-
 HOSTILE_ACTIONS = {
     "huge int": {"role": "assistant", "tool_calls": [{"function": {"name": "get_shipment", "arguments": {"shipment_id": 10**5000}}}]},
-    "5,000 deep": {"role": "assistant", "tool_calls": [{"function": {"name": "get_shipment", "arguments": _deep(5000)}}]},
-    "self reference": {"role": "assistant", "tool_calls": [_self_ref()]},
+    "5,000 deep": {"role": "assistant", "tool_calls": [{"function": {"name": "get_shipment", "arguments": nested(5000, "list")}}]},
+    "self reference": {"role": "assistant", "tool_calls": [self_referencing_dict()]},
     "tuple keys and sets": {"role": "assistant", "content": None, (1, 2): {3, 4}},
     "numpy and Decimal": {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"a": np.int64(2), "b": __import__("decimal").Decimal(1)}}}]},
-    "2**20 values sharing themselves": {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": _doubling(20)}}]},
+    "2**20 values sharing themselves": {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": self_sharing(20)}}]},
 }
 
 
@@ -221,7 +202,7 @@ def test_to_jsonable_bounds_depth_size_and_digits():
     def count(value):
         return 1 + sum(count(v) for v in value) if isinstance(value, list) else 1
 
-    deep, shared = json.dumps(to_jsonable(_deep(5000))), to_jsonable(_doubling(20))  # 2**21 values when expanded
+    deep, shared = json.dumps(to_jsonable(nested(5000, "list"))), to_jsonable(self_sharing(20))  # 2**21 values when expanded
     assert f"<nested deeper than {MAX_DEPTH} levels>" in deep and deep.count("[") == MAX_DEPTH
     assert f"<more than {MAX_VALUES} values" in json.dumps(shared) and count(shared) <= 2 * MAX_VALUES  # values + markers
     assert to_jsonable(10**5000).startswith("<integer of about 5001 digits") and to_jsonable(10**300) == 10**300

@@ -27,7 +27,7 @@ import pytest
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
-from sopgym.sop_tasks.pack import DIFFICULTIES, DomainPack
+from sopgym.sop_tasks.pack import DIFFICULTIES, DomainPack, content_hash
 from sopgym.sop_tasks.registry import all_packs, get_pack
 
 PACKS: list[DomainPack] = sorted(all_packs("sopgym"), key=lambda p: p.name)
@@ -48,6 +48,75 @@ PINNED_TEST_SPLIT_HASHES = {
     "PatientIntake": "41333dd329881ae0cfdd4ee34bb1bcd926d38a8d11fe8fca2d58e8ce87d20657",
     "AdTrafficSpoofing": "089b0e2ba20286a70de2570e4b27294b9341ccac1432492ab0e31006cecc6806",
     "DrivingVideoAnnotationQC": "41a51e01f10e75efcd5668708e05e63c4b1d602cbb2ded4418d11e70dbeeca68",
+}
+
+#: sha256 of each domain's tasks with their ``difficulty`` left out (``_difficulty_free_hash``): val, test
+#: and the first ``NUM_TRAIN_CHECKED`` train tasks. Everything an agent is shown and scored on (inputs,
+#: answers, replay records, initial and expected state, meta) is in them, and the difficulty, which is
+#: bookkeeping, is not: a generator whose difficulty rule changes keeps these hashes (and its env version),
+#: one whose tasks change does not. Pinned before the difficulty of 8 domains was recomputed from
+#: label-independent features, which left them as they were.
+PINNED_DIFFICULTY_FREE_HASHES = {
+    "AdTrafficSpoofing": {
+        "val": "5001355c9845f29fb2d29a80023269ede1ef1edd99f578f98ff2fcba508da67a",
+        "test": "5f38c19bff06cf0d9913ce7c97b73c41262c6c59aae8e45b6c6e1f3333323d27",
+        "train": "d05ce3da3b52630202acc014de2c6ac99fba33778ce0a4560bcd4e04248a5981",
+    },
+    "AircraftPreflightInspection": {
+        "val": "1f6b92c42e8f9ab3f489913184c220f20ceecf3239ec0f700252b2163676ae66",
+        "test": "051f387bef46f597a69b4c7ccb9e0b9846c2558ffcd2a31c06b98049fdd16484",
+        "train": "3363b81bbab2c3690b2e94ad0b7aaaea27b7dc25663adddf247bb9433b2cf648",
+    },
+    "BusinessVerificationKYB": {
+        "val": "6c5cd71ad78c63f17d8685a6fd2beda5a9c15bc5666e1325eab098c299307c73",
+        "test": "db4f747499f6e3ab6433ad1cad87f8ab1ba7c4dd32ccbb5d422caa419e427644",
+        "train": "d6f686d28a4bbbae7097e3d1b1d9cfa53d9fb4ec74f11cb2e2580aa4cb50d0d0",
+    },
+    "ContentModeration": {
+        "val": "74bbd39b46d652a6688b9874e1ab791b73daab6d5ed68b4086c8fcf1d9f26297",
+        "test": "f6c0c1c0f5f85763f690817999b535cc382699f0c2a937dd9f1101765a1f8763",
+        "train": "a494646d2367f7ab85deb3a032ec59c7ca697bf262434c7caa967ad56be54492",
+    },
+    "CustomerServiceTroubleshooting": {
+        "val": "eccdc4ea9059b6fa5b84d736e3631a6c492b73486fc607f7f10a50d4dd0eaab4",
+        "test": "d722146cf1cd26dcf2b6dc836f666a78c780c674113b2a6cf56aafc89d06f269",
+        "train": "ec2d40d2556bfff66dbaa955c2576a189d8f6c0b6cd54612162632f94c64faa0",
+    },
+    "DangerousGoodsClassification": {
+        "val": "2b0377b8d02be2be4c6ca2a6dff58c640688fd035ca37ec8b13d1b6b7ae1e956",
+        "test": "957b665e22d817ddf65423141ed342714c1c80253ab1ff8a0a7d6ff509972462",
+        "train": "9090e988dc239a76fe95fa5373ead8e6be02511f7b8e9743d600ca2da852553a",
+    },
+    "DrivingVideoAnnotationQC": {
+        "val": "c93345dfc0d206dc384b35dc61f79688d0ce14306b5392a6a9ddb7d0aeaa4641",
+        "test": "9dfe821384c23c32b3afccba3f3c7380f96868d992440cdb3274d8132c551742",
+        "train": "e5c3403b8436e17d699d11f808afd2f359fbfd2bd47a0c82835fc4afba88d805",
+    },
+    "OrderFulfilment": {
+        "val": "37d00df4862354a59787f2bc5df82416889e448bec3d8b2ab5650958be7392df",
+        "test": "fb16d5b2c51812e5b05bb0f60a435b8864b4ba739b61b50d2ad38578eeaab653",
+        "train": "03b6f7b1ab07cb600bffebdf40808411558760e9f654f19ee603ddc25076ccc5",
+    },
+    "PatientIntake": {
+        "val": "ed079f237afc66bc3bb95d1ca714d1daa2dad03781c9437ffd9578f07c824391",
+        "test": "08fcc5c15f175f7ff6b48d57ea6971679be421f3a6f4535a8fb75b83a1db9aed",
+        "train": "1568ed0ea0d2dad57ccfa27303d598511a5778f44f11f872bb533242d4eefc75",
+    },
+    "ReferralAbuseEnforcement": {
+        "val": "03fb79d5f4ecaeaf17110ad7d271adbd42aa1742f166ef57e52b8698f212b85c",
+        "test": "065f75af023964d643d8305b57c62febbdd18bef998fc6e85d770440e0b87731",
+        "train": "596ddd07f6425e89d2433736fc346523669c93139eb8b9e60251510592dd7f09",
+    },
+    "SellerEmailTriage": {
+        "val": "565edfa7debda4cf1d54519eba4e907f61143dea40491c274b09026decfb7b6a",
+        "test": "87b1f20b56d9c138319ea763217e95ba7d34d6f41c0460169e4967224c1c4439",
+        "train": "c578b413bbdd2148c35f4d027199d252a1efb8ab4138cfe135afe53888671a26",
+    },
+    "WarehouseReceiving": {
+        "val": "2a3b5fbd4a32bae158268145b76d60b7dc2064620d56fb2399317fffd429d1ff",
+        "test": "13956ca7efbd515073d7f19e752caa6ff8861e742b217e2d4cda72e95b068691",
+        "train": "d195e565ecc4748d349f2cbef88b6ccb2abe077f713e692df8bc1d17f28908f2",
+    },
 }
 
 NUM_TRAIN_CHECKED = 200
@@ -213,6 +282,28 @@ def test_test_split_hash_is_pinned(name):
         f"bump the pack's version and update PINNED_TEST_SPLIT_HASHES"
     )
 
+
+
+def _difficulty_free_hash(pack: DomainPack, split: str, count: int) -> str:
+    """sha256 of the canonical JSON of tasks ``0..count-1`` of ``split``, each without its difficulty."""
+    tasks = [pack.task(split, i).to_json() for i in range(count)]
+    return content_hash([{k: v for k, v in t.items() if k != "difficulty"} for t in tasks])
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("split", ["val", "test", "train"])
+def test_tasks_without_their_difficulty_are_pinned(name, split):
+    pack = get_pack(name)
+    got = _difficulty_free_hash(pack, split, _split_size(pack, split))  # train: the first NUM_TRAIN_CHECKED
+    if name not in PINNED_DIFFICULTY_FREE_HASHES:
+        pytest.fail(f'{name}: no pinned difficulty-free hashes. A new domain must pin them: add "{name}": '
+                    f'{{"val": ..., "test": ..., "train": ...}} (this test prints each) to PINNED_DIFFICULTY_FREE_HASHES; '
+                    f"{split}: {got}")
+    want = PINNED_DIFFICULTY_FREE_HASHES[name][split]
+    assert got == want, (
+        f"{name}: {split} tasks (difficulty left out) changed: expected {want}, got {got}. Inputs, answers, records, "
+        f"states or meta changed: bump the pack's version and update PINNED_DIFFICULTY_FREE_HASHES"
+    )
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("split", ["val", "test"])

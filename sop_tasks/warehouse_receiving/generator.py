@@ -6,6 +6,14 @@
 * **label**: the generator's own decision table (``_label``), independent of the solver;
 * **records**: the ids, the replay records of every tool (with traps: a carrier declaration that
   disagrees with the PO, an appointment for a near-identical shipment id) and the difficulty.
+
+**Difficulty** (``_difficulty``) counts the traps the case holds, all drawn whatever the target
+disposition (never which step decides): the carrier's declared pallets, and its declared weight,
+disagreeing with the PO; a weight variance in the upper half of the tolerance (it passes, narrowly);
+a temperature-controlled load (a range check in tenths, with the preferred-supplier exception);
+exactly one open quality hold (a near miss of supplier watch); the carrier-rating distractor
+answering with an error. ``easy``: at most 1; ``medium``: 2 or 3; ``hard``: 4 or more. The
+``difficulty_label`` check of ``sopgym validate-domain`` keeps it from predicting the disposition.
 """
 
 from __future__ import annotations
@@ -206,15 +214,28 @@ def _records(rng: random.Random, f: dict[str, Any], answer: dict[str, Any], step
         "get_storage_capacity": records(({"zone": z}, {"zone": z, "free_positions": rng.randint(0, 400)}) for z in ZONES),
         "get_yard_weather": record({"date": date}, {"date": date, "condition": rng.choice(("clear", "rain", "snow", "wind"))}),
     }
-    if rng.random() < 0.1:  # the carrier rating service is occasionally down: a distractor's error must not matter
+    carrier_down = rng.random() < 0.1
+    if carrier_down:  # the carrier rating service is occasionally down: a distractor's error must not matter
         replay["get_carrier_rating"] = record({"carrier_id": carrier_id}, recorded_error("carrier rating service unavailable"))
-    difficulty = "easy" if step <= 5 else ("medium" if step <= 8 else "hard")
-    if answer["reason_code"] == "TEMP_REVIEW":
-        difficulty = "hard"
     return {
         "inputs": {"shipment_id": shipment_id, "dock_door": dock_door, "arrived_at": f"{date}T{hour:02d}:{rng.randint(0, 59):02d}"},
         "answer": answer,
         "replay": replay,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(f, declared_pallets, declared_weight, carrier_down),
         "meta": {"deciding_step": step},
     }
+
+
+def _difficulty(f: dict[str, Any], declared_pallets: int, declared_weight: int, carrier_down: bool) -> str:
+    """The level of the case's trap count (module docstring)."""
+    variance, tolerance = abs(f["measured_weight"] - f["expected_weight"]) * 100, f["tolerance_pct"] * f["expected_weight"]
+    traps = (
+        declared_pallets != f["expected_pallets"],
+        declared_weight != f["expected_weight"],
+        tolerance < 2 * variance <= 2 * tolerance,
+        f["temperature_class"] != "ambient",
+        f["holds"] == 1,
+        carrier_down,
+    )
+    score = sum(traps)
+    return "easy" if score <= 1 else ("medium" if score <= 3 else "hard")

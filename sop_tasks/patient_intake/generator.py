@@ -8,6 +8,16 @@
   allergies, look-alike drug names, referrals that are not required;
 * **label**: the generator's own decision table (``_triage`` and ``_label``);
 * **records** (``_records``): ids and the replay records of every tool.
+
+**Difficulty** (``_difficulty``) counts the traps the case holds, all drawn whatever the target
+disposition (never which step decides): the insurance card at check-in naming an old member id
+(whose record looks fine); coverage ending on the visit day (still valid); a referral trap (a
+missing or invalid referral on a visit that needs none, or a required one valid on its last day or
+for its last authorised visit); a mild intolerance to a drug class the patient takes; a look-alike
+allergen and drug name; triage on a boundary (a reading on a threshold's safe side, or an age that
+turns on a birthday next to the visit); the billing distractor answering with an error. ``easy``: at
+most 1; ``medium``: 2; ``hard``: 3 or more. The ``difficulty_label`` check of ``sopgym
+validate-domain`` keeps it from predicting the disposition.
 """
 
 from __future__ import annotations
@@ -452,12 +462,9 @@ def _records(rng: random.Random, f: dict[str, Any], disposition: str, level: int
             "coverage_end": None,
             "plan_id": plan_id,
         }))
-    if rng.random() < 0.15:  # the billing system is occasionally down: a distractor's error must not matter
+    billing_down = rng.random() < 0.15
+    if billing_down:  # the billing system is occasionally down: a distractor's error must not matter
         replay["get_billing_balance"] = record({"patient_id": patient_id}, recorded_error("billing system unavailable"))
-
-    difficulty = "easy" if step <= 5 else ("medium" if step <= 7 else "hard")
-    if f["tricky"]:
-        difficulty = "hard"
     return {
         "inputs": {
             "appointment_id": appointment_id,
@@ -467,6 +474,27 @@ def _records(rng: random.Random, f: dict[str, Any], disposition: str, level: int
         },
         "answer": {"disposition": disposition, "triage_level": level},
         "replay": replay,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(f, card_member_id != member_id, billing_down),
         "meta": {"deciding_step": step},
     }
+
+
+def _difficulty(f: dict[str, Any], old_card: bool, billing_down: bool) -> str:
+    """The level of the case's trap count (module docstring)."""
+    visit, r = f["visit"], f["referral"]
+    needed = f["referral_required"] and f["service_line"] == "specialist"
+    valid = r is not None and (
+        r["status"] == "approved" and r["specialty"] == f["specialty"] and r["valid_until"] >= visit and r["used"] < r["authorised"]
+    )
+    taken = {MEDICATIONS[m] for m in f["medications"]}
+    traps = (
+        old_card,
+        f["coverage_end"] == visit,
+        not valid if not needed else valid and (r["valid_until"] == visit or r["used"] == r["authorised"] - 1),
+        any(sev == "mild" and taken & set(ALLERGENS[name]) for name, sev in f["allergies"]),
+        any((name, med) in _LOOKALIKES for name, _ in f["allergies"] for med in f["medications"]),
+        f["tricky"],
+        billing_down,
+    )
+    score = sum(traps)
+    return "easy" if score <= 1 else ("medium" if score == 2 else "hard")

@@ -43,7 +43,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
     "CustomerServiceTroubleshooting": "4afbc22075a3d3a5025c0e02f0e7f1cdbd1d32121ca924688000c565e35dc814",
     "ReferralAbuseEnforcement": "987989cc0cefb3de432cf2b8fae93a5372cd672d0fa1b77bbce1b66cde0d287b",
-    "AircraftPreflightInspection": "11c8912488b0e856a711cb5940e7ea2827bc812994306e98fff11ad4aa970155",
+    "AircraftPreflightInspection": "55860ab1a050d0e56dff38e42fec38d51e76de8cf52b111020134788f82bd34e",
     "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",
     "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",
     "WarehouseReceiving": "0af252c1e8d179b992127470bbf886d29f06bf5cc0c392d2f3279a0ab6f455c0",

@@ -8,6 +8,15 @@
 * **label**: the generator's own decision table (``_label``) over the scenario facts;
 * **records** (``_records``): ids, the technical log (initial state), the walkaround card, the
   replay records and the expected state (defects recorded, hold placed).
+
+**Difficulty** (``_difficulty``) counts the traps the case shows the agent, all drawn whatever the
+target decision (never which findings ground the aircraft): the flight's scheduled equipment
+differing from the aircraft's fleet type (the MEL is the fleet's); the station METAR disagreeing
+with the flight's icing forecast; a "CHECK DUE" status board on the aircraft record; each cosmetic
+finding on the card (0 to 2), which is neither recorded nor deferred. ``easy``: at most 1;
+``medium``: 2; ``hard``: 3 or more. (The findings that need recording, their near misses and the
+placarded deferrals are left out: how many there are depends on the decision.) The
+``difficulty_label`` check of ``sopgym validate-domain`` keeps it from predicting the decision.
 """
 
 from __future__ import annotations
@@ -299,15 +308,18 @@ def _label(s: dict[str, Any]) -> tuple[str, int, list, list]:
     return "GO", 0, recorded, []
 
 
-def _difficulty(s: dict[str, Any], decision: str) -> str:
-    modes = set(s["inop_modes"]) | set(s["open_modes"])
-    if modes & {"repeat", "overdue", "units", "not_in_mel_other_fleet"} or (
-        decision == "NO_GO_RESTRICTION" and "conflict" in s["open_modes"]
-    ):
-        return "hard"
-    if decision == "GO" or len(s["inop_modes"]) + len(s["open_modes"]) <= 1:
-        return "easy"
-    return "medium"
+def _difficulty(s: dict[str, Any], replay: dict[str, dict[str, Any]]) -> str:
+    """The level of the case's trap count (module docstring), read from the scenario and its records."""
+    (flight,), (aircraft,) = replay["get_flight"].values(), replay["get_aircraft"].values()
+    (metar,) = replay["get_station_metar"].values()
+    traps = (
+        flight["scheduled_equipment"] != s["fleet"],
+        ("-FZDZ" in metar["metar"]) != s["conditions"]["icing_forecast"],
+        aircraft["status_board"] == "CHECK DUE",
+        sum(f["kind"] == "cosmetic" for f in s["findings"]),
+    )
+    score = sum(traps)
+    return "easy" if score <= 1 else ("medium" if score == 2 else "hard")
 
 
 # -- records ---------------------------------------------------------------------------------------
@@ -371,7 +383,7 @@ def _records(rng: random.Random, s: dict[str, Any], decision: str, open_deferral
             "defects": rows,
         },
         "expected_state": {"recorded_defects": recorded, "maintenance_holds": holds},
-        "difficulty": _difficulty(s, decision),
+        "difficulty": _difficulty(s, replay),
         "meta": {"inop_modes": s["inop_modes"], "open_modes": s["open_modes"]},
     }
 

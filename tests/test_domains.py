@@ -41,7 +41,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "BusinessVerificationKYB": "2700fb72d411ea70869a4ada820369c93677e5fb052bf73eab06c56ae90bb6de",
     "OrderFulfilment": "07b39aea4ec7cfe83a234d67ba53dbe1ccb8247650779535a99f113d951d7a41",
     "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
-    "CustomerServiceTroubleshooting": "4afbc22075a3d3a5025c0e02f0e7f1cdbd1d32121ca924688000c565e35dc814",
+    "CustomerServiceTroubleshooting": "d8144acf73806eab9d12405935664eeaf35d1c067f1bbbc9889121596bea8bcc",
     "ReferralAbuseEnforcement": "987989cc0cefb3de432cf2b8fae93a5372cd672d0fa1b77bbce1b66cde0d287b",
     "AircraftPreflightInspection": "55860ab1a050d0e56dff38e42fec38d51e76de8cf52b111020134788f82bd34e",
     "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",

@@ -8,6 +8,16 @@
   care system's rule (``state.ticket_priority``);
 * **records** (``_records``): the care systems' initial state (with a decoy household in the same
   systems) and the expected ticket and port resets.
+
+**Difficulty** (``_difficulty``) counts the traps and the extra work the case holds, all drawn
+whatever the target resolution (never which step resolves it): each outage of the region that does
+not count (another technology, restored, planned; 0 to 3); each ticket in the line's history that
+does not count (billing or outage tickets, fault tickets older than 30 days; 0 to 3); each tv or
+voice service next to the broadband one (0 to 2); a balance due on an active account (not a
+suspension); the priority-care flag (one more finding); a business account (its priority, SLA and
+NETWORK_OPS rule); each reading of the first line test exactly on a threshold (6.0 dB, 2.0 %, half
+the plan speed). ``easy``: at most 4; ``medium``: 5 or 6; ``hard``: 7 or more. The
+``difficulty_label`` check of ``sopgym validate-domain`` keeps it from predicting the resolution.
 """
 
 from __future__ import annotations
@@ -222,14 +232,24 @@ def _label(f: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _difficulty(f: dict[str, Any], answer: dict[str, Any], target: str) -> str:
-    if target == "REFERRED_BILLING":
-        return "easy"
-    if target == "OUTAGE_LINKED":
-        return "easy" if len(f["own_outages"]) == 1 else "medium"
-    if target == "ESCALATED" and (f["variant"] in ("reset_failed", "repeat") or answer["escalation_tier"] == "NETWORK_OPS"):
-        return "hard"
-    return "medium"
+def _difficulty(f: dict[str, Any], state: dict[str, list]) -> str:
+    """The level of the case's count of traps and extra work (module docstring)."""
+    own = f["customer_id"]
+    pre, plan = f["pre"], f["plan"]
+    on_threshold = pre["sync"] and (
+        (round(pre["snr_db"] * 10) == 60) + (round(pre["packet_loss_pct"] * 10) == 20)
+        + (round(pre["downstream_mbps"] * 10) * 2 == plan * 10)
+    )
+    score = (
+        sum(not (o["status"] == "active" and o["technology"] == f["technology"]) for o in f["own_outages"])
+        + sum(h["category"] in ("BILLING", "OUTAGE") or h["days_ago"] > 30 for h in f["history"])
+        + sum(s["customer_id"] == own and s["type"] != "broadband" for s in state["services"])
+        + any(c["customer_id"] == own and c["balance_due_cents"] > 0 for c in state["customers"])
+        + f["care"]
+        + (f["segment"] == "business")
+        + on_threshold
+    )
+    return "easy" if score <= 4 else ("medium" if score <= 6 else "hard")
 
 
 # -- records ---------------------------------------------------------------------------------------
@@ -246,7 +266,7 @@ def _records(rng: random.Random, f: dict[str, Any], used: set[str], labelled: di
         "replay": {},
         "initial_state": state,
         "expected_state": labelled["expected_state"],
-        "difficulty": _difficulty(f, labelled["answer"], target),
+        "difficulty": _difficulty(f, state),
         "meta": {"variant": f["variant"] or target.lower()},
     }
 

@@ -39,7 +39,7 @@ NAMES = [p.name for p in PACKS]
 #: stays): then ``PINNED_DIFFICULTY_FREE_HASHES`` must not change.
 PINNED_TEST_SPLIT_HASHES = {
     "BusinessVerificationKYB": "2700fb72d411ea70869a4ada820369c93677e5fb052bf73eab06c56ae90bb6de",
-    "OrderFulfilment": "07b39aea4ec7cfe83a234d67ba53dbe1ccb8247650779535a99f113d951d7a41",
+    "OrderFulfilment": "3af8cbc59b26773b56bfbb06ceeb4abe0815625015b0cab030372b54b6f3b345",
     "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
     "CustomerServiceTroubleshooting": "d8144acf73806eab9d12405935664eeaf35d1c067f1bbbc9889121596bea8bcc",
     "ReferralAbuseEnforcement": "987989cc0cefb3de432cf2b8fae93a5372cd672d0fa1b77bbce1b66cde0d287b",

@@ -9,6 +9,15 @@
 * **records** (``_records``): ids, the replay records (a customer note naming a preferred
   warehouse as a decoy), the reservation system's initial state and the expected reservations
   and order statuses.
+
+**Difficulty** (``_difficulty``) counts the traps and filters the order holds, drawn before (and
+whatever) the allocation decides: a customer note asking for one warehouse (the SOP's ranking
+decides, not the customer); the carrier-rates distractor answering with an error; each line
+repeating an earlier line's SKU (earlier reservations change what is available); each hazmat line
+(only certified centres are eligible); an express order (only centres within 2 transit days); each
+(centre, SKU) with stock other orders have reserved (on hand is not available). ``easy``: at most
+2; ``medium``: 3 or 4; ``hard``: 5 or more. The ``difficulty_label`` check of ``sopgym
+validate-domain`` keeps it from predicting the decision.
 """
 
 from __future__ import annotations
@@ -170,7 +179,8 @@ def _records(rng: random.Random, f: dict[str, Any], alloc: dict[str, Any]) -> di
             "warehouse_id": w, "staffing_pct": rng.randint(60, 110), "pick_backlog": rng.randint(0, 4000),
         }) for w in FCS),
     }
-    if rng.random() < 0.1:  # the rating engine is occasionally down: a distractor's error must not matter
+    rates_down = rng.random() < 0.1
+    if rates_down:  # the rating engine is occasionally down: a distractor's error must not matter
         replay["get_carrier_rates"] = {key: recorded_error("rating engine unavailable") for key in replay["get_carrier_rates"]}
     # Other orders' reservations: one per (FC, SKU) pair with a held quantity.
     others = []
@@ -199,18 +209,26 @@ def _records(rng: random.Random, f: dict[str, Any], alloc: dict[str, Any]) -> di
         "reservations": [[*k, v] for k, v in sorted(agg.items())],
         "order_status": [[o, s] for o, s in sorted(statuses.items())],
     }
-    if alloc["decision"] == "HOLD":
-        difficulty = "easy"
-    elif alloc["features"] & {"consolidated", "released", "filter_matters"} or len(set(sku_of.values())) < len(sku_of):
-        difficulty = "hard"
-    else:
-        difficulty = "medium"
     return {
         "inputs": {"order_id": order_id, "released_by": rng.choice(("wave-planner", "manual", "auto-release"))},
         "answer": {"decision": alloc["decision"], "num_shipments": alloc["shipments"]},
         "replay": replay,
         "initial_state": initial_state,
         "expected_state": expected_state,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(f, order["customer_note"], rates_down),
         "meta": {"oracle_calls": alloc["calls"], "features": sorted(alloc["features"])},
     }
+
+
+def _difficulty(f: dict[str, Any], customer_note: str, rates_down: bool) -> str:
+    """The level of the order's count of traps and filters (module docstring)."""
+    lines = f["lines"]
+    score = (
+        customer_note.startswith("Please ship everything from")
+        + rates_down
+        + len(lines) - len({line["sku"] for line in lines})
+        + sum(line["hazmat"] for line in lines)
+        + (f["service_level"] == "express")
+        + len(f["other_reserved"])
+    )
+    return "easy" if score <= 2 else ("medium" if score <= 4 else "hard")

@@ -42,7 +42,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "OrderFulfilment": "3af8cbc59b26773b56bfbb06ceeb4abe0815625015b0cab030372b54b6f3b345",
     "SellerEmailTriage": "1efff2408bb97dc99a6a9b90b2bb9779c989acf365d518dc73e8c5aae73d8c46",
     "CustomerServiceTroubleshooting": "d8144acf73806eab9d12405935664eeaf35d1c067f1bbbc9889121596bea8bcc",
-    "ReferralAbuseEnforcement": "987989cc0cefb3de432cf2b8fae93a5372cd672d0fa1b77bbce1b66cde0d287b",
+    "ReferralAbuseEnforcement": "5005a80337a80fec05b03d079c21f38b5184a20599764e1cb70b11dd3a8ac41d",
     "AircraftPreflightInspection": "55860ab1a050d0e56dff38e42fec38d51e76de8cf52b111020134788f82bd34e",
     "ContentModeration": "c0db8f0808b069466f327dea11ea784927db5846c90bff088a8be10229832dcb",
     "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",

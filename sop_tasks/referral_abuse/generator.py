@@ -9,6 +9,14 @@
   and linked accounts, devices and payment instruments, payouts), with decoys: the account itself
   inside its own link lists, banned accounts that are referred but not linked, reversed and pending
   payouts, old payouts, boundary values.
+
+**Difficulty** (``_difficulty``) counts the decoys of the case and the linked accounts that are not
+self-referrals, none of which moves the risk score: each linked account that was not referred (one
+more profile to look up, not a self-referral; 0 to 2); each device or instrument listing the
+reviewed account itself; each banned account that was referred but is not linked; each pending or
+reversed payout; each paid payout older than 30 days. ``easy``: at most 3; ``medium``: 4 or 5;
+``hard``: 6 or more. The ``difficulty_label`` check of ``sopgym validate-domain`` keeps it from
+predicting the action.
 """
 
 from __future__ import annotations
@@ -255,13 +263,6 @@ def _records(rng: random.Random, f: dict[str, Any], labelled: dict[str, Any]) ->
             ],
         }),
     }
-    num_factors = sum(bool(f[name]) for name in _POINTS) + (k > 0) + f["partner"]
-    if labelled["exceptions"] or (f["partner"] and k > 0):
-        difficulty = "hard"
-    elif num_factors >= 3 or len(linked) >= 3:
-        difficulty = "medium"
-    else:
-        difficulty = "easy"
     return {
         "inputs": {
             "case_id": f"RAE-{rng.randint(0, 999999):06d}",
@@ -270,6 +271,20 @@ def _records(rng: random.Random, f: dict[str, Any], labelled: dict[str, Any]) ->
         },
         "answer": labelled["answer"],
         "replay": replay,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(account_id, profiles, referred, linked, devices["devices"] + payments["instruments"],
+                                  payouts["payouts"]),
         "meta": {"exceptions": labelled["exceptions"], "linked_accounts": len(linked)},
     }
+
+
+def _difficulty(account_id: str, profiles: dict[str, dict[str, Any]], referred: list[str], linked: list[str],
+                groups: list[dict[str, Any]], payouts: list[dict[str, Any]]) -> str:
+    """The level of the case's count of decoys (module docstring)."""
+    score = (
+        len(set(linked) - set(referred))
+        + sum(account_id in g["linked_account_ids"] for g in groups)
+        + sum(profiles[a]["status"] == "banned" for a in referred if a not in linked)
+        + sum(p["status"] != "paid" for p in payouts)
+        + sum(p["status"] == "paid" and p["days_ago"] > 30 for p in payouts)
+    )
+    return "easy" if score <= 3 else ("medium" if score <= 5 else "hard")

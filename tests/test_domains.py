@@ -48,7 +48,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "DangerousGoodsClassification": "ae807ab5fcc5691ca1450b0b031a09a7eaf631a67a6f0c06f9086d142898f0b7",
     "WarehouseReceiving": "0af252c1e8d179b992127470bbf886d29f06bf5cc0c392d2f3279a0ab6f455c0",
     "PatientIntake": "f5a29b124a4d50ee5ac6e989a3ca470cee96723b853c7b5e759a5eecd59a6344",
-    "AdTrafficSpoofing": "089b0e2ba20286a70de2570e4b27294b9341ccac1432492ab0e31006cecc6806",
+    "AdTrafficSpoofing": "aab1cfbebf62fed1d06e41e6d31a4abef86c26dae75348ca46a83180c18cff74",
     "DrivingVideoAnnotationQC": "41a51e01f10e75efcd5668708e05e63c4b1d602cbb2ded4418d11e70dbeeca68",
 }
 

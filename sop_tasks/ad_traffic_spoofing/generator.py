@@ -10,6 +10,15 @@
   integer and Fraction arithmetic) and its decision table (``_label``);
 * **records** (``_records``): ids, the replay records (case, contract, profile, allow-list,
   history, distractors; a partner-reported IVT figure as a decoy) and the difficulty.
+
+**Difficulty** (``_difficulty``) counts the traps the queries and the history must get past, all
+drawn whatever the target action (never which step decides): each of the publisher's clicks at
+exactly the window's exclusive end; each allow-listed data-centre range (its clicks are valid);
+CTV clicks (a CTR over its ceiling on too few impressions to count); an invalid-click count on its
+IVT band's edge (the rounding decides); each WARN, and each strike older than 365 days, in the
+enforcement history (neither is a strike); the geo distractor answering with an error. ``easy``: at
+most 3; ``medium``: 4 or 5; ``hard``: 6 or more. The ``difficulty_label`` check of ``sopgym
+validate-domain`` keeps it from predicting the action.
 """
 
 from __future__ import annotations
@@ -486,22 +495,34 @@ def _records(rng: random.Random, case: _Case, action: str, tenths: int, invalid:
             "range_ids": sorted(case.allow),
             "note": "declared corporate proxy / CDN egress" if case.allow else "no ranges declared",
         })
-    if rng.random() < 0.15:  # the geo reporting service is occasionally down: a distractor's error must not matter
+    geo_down = rng.random() < 0.15
+    if geo_down:  # the geo reporting service is occasionally down: a distractor's error must not matter
         replay["get_geo_report"] = record({"publisher_id": pub}, recorded_error("geo reporting service unavailable"))
 
     step = {"TERMINATE": 5, "SUSPEND": 5, "WITHHOLD_PAYMENT": 6, "WARN": 7, "NO_ACTION": 8}[action]
-    difficulty = (
-        "easy" if step == 6 and not case.on_edge
-        else ("hard" if case.on_edge or step == 5 and case.strikes in (1, 2) else "medium")
-    )
     return {
         "inputs": {"case_id": case_id, "partner": partner, "opened_at": _iso(end + rng.randint(3600, 86400 * 5))},
         "answer": {"enforcement_action": action, "ivt_rate_pct": tenths / 10},
         "replay": replay,
         "initial_state": case.db,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(case, geo_down),
         "meta": {"deciding_step": step, "window_clicks": total, "invalid_clicks": invalid},
     }
+
+
+def _difficulty(case: _Case, geo_down: bool) -> str:
+    """The level of the case's trap count (module docstring)."""
+    cutoff = (_end_date(case.end) - dt.timedelta(days=365)).isoformat()
+    own = [c for c in case.db["clicks"] if c["publisher_id"] == case.pub]
+    score = (
+        sum(c["ts"] == case.end for c in own)
+        + len(case.allow)
+        + any(c["device_type"] == "ctv" and case.start <= c["ts"] < case.end for c in own)
+        + case.on_edge
+        + sum(h["action"] == "WARN" or h["date"] < cutoff for h in case.history)
+        + geo_down
+    )
+    return "easy" if score <= 3 else ("medium" if score <= 5 else "hard")
 
 
 def _iso(ts: int) -> str:

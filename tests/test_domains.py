@@ -49,7 +49,7 @@ PINNED_TEST_SPLIT_HASHES = {
     "WarehouseReceiving": "0af252c1e8d179b992127470bbf886d29f06bf5cc0c392d2f3279a0ab6f455c0",
     "PatientIntake": "f5a29b124a4d50ee5ac6e989a3ca470cee96723b853c7b5e759a5eecd59a6344",
     "AdTrafficSpoofing": "aab1cfbebf62fed1d06e41e6d31a4abef86c26dae75348ca46a83180c18cff74",
-    "DrivingVideoAnnotationQC": "41a51e01f10e75efcd5668708e05e63c4b1d602cbb2ded4418d11e70dbeeca68",
+    "DrivingVideoAnnotationQC": "1661d8472a4a900eb9a273c2a1fba67b292ade6df29920fa91e411358d7c2bb8",
 }
 
 #: sha256 of each domain's tasks with their ``difficulty`` left out (``_difficulty_free_hash``): val, test

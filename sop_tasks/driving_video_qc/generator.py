@@ -7,7 +7,16 @@
   on val/test);
 * **label**: the metrics of SOP section 3 computed exactly (``_metrics``, Fractions) and the
   decision table (``_label``);
-* **records** (``_records``): ids and the replay records (a self-reported confidence as a decoy).
+* **records** (``_records``): ids, the replay records (a self-reported confidence as a decoy) and
+  the difficulty.
+
+**Difficulty** (``_difficulty``) counts the traps section 2 and the distractors set, all drawn
+whatever the target verdict (never which step decides, how far a metric is from its threshold, nor
+the probation flag, whose odds depend on the target): each ignored-label region only one side drew
+(a reference one left in reads as a miss, an annotator one as an extra box); each decoy annotator
+box under ``min_box_area_px`` (an extra box if kept); the weather distractor answering with an
+error. ``easy``: at most 2; ``medium``: 3 or 4; ``hard``: 5 or more. The ``difficulty_label`` check
+of ``sopgym validate-domain`` keeps it from predicting the verdict.
 """
 
 from __future__ import annotations
@@ -74,6 +83,7 @@ def _draw_batch(rng: random.Random, spec: dict[str, Any], target: str) -> dict[s
     ann: dict[str, list] = {}
     rid = iter(rng.sample(range(1000, 10000), 200))
     aid = iter(rng.sample(range(1000, 10000), 200))
+    decoys = 0
     for frame in frames:
         ref[frame], ann[frame] = [], []
         for _ in range(rng.randint(3, 7)):
@@ -94,6 +104,7 @@ def _draw_batch(rng: random.Random, spec: dict[str, Any], target: str) -> dict[s
             ann[frame].append({"box_id": f"A{next(aid)}", "label": rng.choice(LABELS), "box": [x1, y1, x1 + w, y1 + h]})
         # Decoys removed by section 2: an ignored-label region only one side drew, and a tiny box.
         if rng.random() < 0.4:
+            decoys += 1
             w, h = rng.randint(60, 300), rng.randint(40, 200)
             x1, y1 = rng.randint(0, WIDTH - w), rng.randint(0, HEIGHT - h)
             side = ann if rng.random() < 0.5 else ref
@@ -107,6 +118,7 @@ def _draw_batch(rng: random.Random, spec: dict[str, Any], target: str) -> dict[s
                 }
             )
         if rng.random() < 0.4:
+            decoys += 1
             edge = int(spec["min_box_area_px"] ** 0.5)
             w = rng.randint(3, max(3, edge - 2))
             h = max(1, (spec["min_box_area_px"] - 1) // w)
@@ -121,7 +133,7 @@ def _draw_batch(rng: random.Random, spec: dict[str, Any], target: str) -> dict[s
         rng.shuffle(ref[frame])
         rng.shuffle(ann[frame])
     probation = rng.random() < (0.5 if target == "ACCEPT_WITH_FEEDBACK" else 0.2)
-    return {"ann": ann, "ref": ref, "probation": probation, "metrics": _metrics(ann, ref, spec)}
+    return {"ann": ann, "ref": ref, "probation": probation, "decoys": decoys, "metrics": _metrics(ann, ref, spec)}
 
 
 # -- label -----------------------------------------------------------------------------------------
@@ -240,12 +252,9 @@ def _records(rng: random.Random, spec: dict[str, Any], batch: dict[str, Any], ve
             "hours": rng.randint(20, 170),
         }),
     }
-    if rng.random() < 0.15:  # the weather tagging service is occasionally down: a distractor's error must not matter
+    weather_down = rng.random() < 0.15
+    if weather_down:  # the weather tagging service is occasionally down: a distractor's error must not matter
         replay["get_weather_tag"] = record({"clip_id": clip_id}, recorded_error("weather tagging service unavailable"))
-    near = min(abs(m["mean_iou"] - Fraction(str(spec[k]))) for k in ("reject_mean_iou", "rework_mean_iou"))
-    difficulty = (
-        "hard" if near <= Fraction(1, 100) or step == 7 and not probation else ("easy" if step == 5 else "medium")
-    )
     return {
         "inputs": {
             "ticket_id": ticket_id,
@@ -258,7 +267,7 @@ def _records(rng: random.Random, spec: dict[str, Any], batch: dict[str, Any], ve
             "label_mismatch_pct": float(m["mismatch_pct"]),
         },
         "replay": replay,
-        "difficulty": difficulty,
+        "difficulty": _difficulty(batch["decoys"], weather_down),
         "meta": {
             "deciding_step": step,
             "matches": m["matches"],
@@ -266,3 +275,9 @@ def _records(rng: random.Random, spec: dict[str, Any], batch: dict[str, Any], ve
             "extras": m["extras"],
         },
     }
+
+
+def _difficulty(decoys: int, weather_down: bool) -> str:
+    """The level of the batch's trap count (module docstring)."""
+    score = decoys + weather_down
+    return "easy" if score <= 2 else ("medium" if score <= 4 else "hard")

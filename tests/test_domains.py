@@ -26,6 +26,7 @@ import gymnasium as gym
 import pytest
 
 import sopgym  # noqa: F401  (registers the envs)
+from sopgym.authoring.quality import check_difficulty_label
 from sopgym.envs.policies import make_policy
 from sopgym.sop_tasks.pack import DIFFICULTIES, DomainPack, content_hash
 from sopgym.sop_tasks.registry import all_packs, get_pack
@@ -286,7 +287,6 @@ def test_test_split_hash_is_pinned(name):
     )
 
 
-
 def _difficulty_free_hash(pack: DomainPack, split: str, count: int) -> str:
     """sha256 of the canonical JSON of tasks ``0..count-1`` of ``split``, each without its difficulty."""
     tasks = [pack.task(split, i).to_json() for i in range(count)]
@@ -308,6 +308,7 @@ def test_tasks_without_their_difficulty_are_pinned(name, split):
         f"states or meta changed: bump the pack's version and update PINNED_DIFFICULTY_FREE_HASHES"
     )
 
+
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("split", ["val", "test"])
 def test_primary_label_is_balanced(name, split):
@@ -328,6 +329,16 @@ def test_every_difficulty_occurs_in_test_split(name):
     assert set(seen) == set(DIFFICULTIES), (
         f"{name}: difficulties in test split {dict(seen)}, expected all of {DIFFICULTIES}"
     )
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_difficulty_does_not_predict_the_primary_label(name, split):
+    """``sopgym validate-domain``'s ``difficulty_label`` check (issue 12), run here on its own: it needs
+    the tasks alone, not the oracle's episodes."""
+    pack = get_pack(name)
+    check, _ = check_difficulty_label(pack, {split: _split_size(pack, split)})
+    assert check.ok, f"{name}/{split}: {check.detail}"
 
 
 # -- static shape ----------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ from sopgym.sop_tasks.registry import all_packs, get_pack, register_pack
 
 __all__ = [
     "Check", "DomainReport", "validate_pack", "load_pack_from_path", "domains_table", "label_entropy",
-    "balance_limit", "difficulty_guess_accuracy",
+    "balance_limit", "difficulty_guess_accuracy", "check_difficulty_label",
 ]
 
 MAX_BASELINE = 0.6
@@ -138,6 +138,34 @@ def difficulty_guess_accuracy(tasks: list[Any], field_name: str) -> float:
     return right / len(tasks) if tasks else 0.0
 
 
+def check_difficulty_label(pack: DomainPack, num_tasks: dict[str, int]) -> tuple[Check, dict[str, float]]:
+    """The ``difficulty_label`` check: the difficulty must not predict the primary label (a guess that
+    knows it stays within the label's balance limit) on each split given.
+
+    It needs the tasks alone (no episode is run), so tests run it over every authored domain.
+
+    Args:
+        pack: the domain pack.
+        num_tasks: split name -> how many of its first tasks to use (``{"val": 200, "test": 200}``);
+            a split with 0 is skipped.
+
+    Returns:
+        (the check, split -> the guess's accuracy rounded to 4 places).
+    """
+    primary = pack.output_fields[0]
+    guesses, ok, notes = {}, True, []
+    for split, count in num_tasks.items():
+        tasks = [pack.task(split, i) for i in range(count)]
+        if not tasks:
+            continue
+        labels = Counter(json.dumps(t.answer[primary.name], sort_keys=True) for t in tasks)
+        limit = balance_limit(len(labels))
+        guesses[split] = round(difficulty_guess_accuracy(tasks, primary.name), 4)
+        ok &= guesses[split] <= limit
+        notes.append(f"{split} {guesses[split]:.1%} (limit {limit:.0%}; without the difficulty {max(labels.values()) / len(tasks):.1%})")
+    return Check("difficulty_label", ok, f"guessing {primary.name} from the difficulty alone: " + ", ".join(notes)), guesses
+
+
 def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kwargs: Any) -> dict[str, Any]:
     """Run one policy instance (its random state carries over from task to task) on tasks ``0..count-1``
     through the episode runner; success is the evaluator's verdict on each record."""
@@ -220,18 +248,8 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
                 shares.append(f"test.{f.name} {share:.1%} (reported)")
     report.add("balance", ok_balance, "largest label share: " + ", ".join(shares))
 
-    # Difficulty must not predict the primary label (a guess that knows it stays within the balance limit).
-    guesses, ok_guess, notes = {}, True, []
-    for split in ("val", "test"):
-        tasks = [pack.task(split, i) for i in range(counts[split])]
-        if not tasks:
-            continue
-        labels = Counter(json.dumps(t.answer[primary.name], sort_keys=True) for t in tasks)
-        limit = balance_limit(len(labels))
-        guesses[split] = round(difficulty_guess_accuracy(tasks, primary.name), 4)
-        ok_guess &= guesses[split] <= limit
-        notes.append(f"{split} {guesses[split]:.1%} (limit {limit:.0%}; without the difficulty {max(labels.values()) / len(tasks):.1%})")
-    report.add("difficulty_label", ok_guess, f"guessing {primary.name} from the difficulty alone: " + ", ".join(notes))
+    difficulty_label, guesses = check_difficulty_label(pack, {"val": counts["val"], "test": counts["test"]})
+    report.checks.append(difficulty_label)
     baselines = {name: _run(pack, name, "test", counts["test"], **({"seed": 0} if name == "random" else {}))["success"]
                  for name in ("majority", "random", "inputs-only")}
     report.add("baselines", all(v <= max_baseline for v in baselines.values()),

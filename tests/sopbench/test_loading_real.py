@@ -125,6 +125,6 @@ def test_data_only_checkout_reports_missing_tools(real_report):
         assert any("tools.py missing" in p for p in d.problems)
 
 
-def test_load_accepts_a_single_domain_folder():
+def test_load_accepts_a_single_domain_folder(real_report):
     report = load(sopbench_dir() / "order_fulfillment")
     assert list(report.domains) == ["order_fulfillment"]

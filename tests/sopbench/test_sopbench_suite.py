@@ -41,7 +41,7 @@ def fixture_run(tmp_path_factory):
 
 def test_every_loadable_domain_runs_with_upstream_prompts(fixture_run):
     results, folder = fixture_run
-    assert sorted(results["envs"]) == ["sopbench/helpdesk-v0", "sopbench/intake-v0"]  # 'broken' does not load
+    assert sorted(results["envs"]) == ["sopbench/cells-v0", "sopbench/helpdesk-v0", "sopbench/intake-v0"]  # 'broken' does not load
     assert results["config"]["identity"]["sopbench_env_kwargs"] == {"prompt_style": "upstream"}
     first = next(json.loads(line) for line in (folder / "t.jsonl").read_text().splitlines() if '"type": "reset"' in line)
     assert "Task to process:" in first["observation"]  # upstream's layout

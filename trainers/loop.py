@@ -28,7 +28,7 @@ import torch
 
 from . import attention, checkpoint
 from .config import TrainConfig, config_to_dict, flatten
-from .modeling import load_model, load_tokenizer, resolve_device
+from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, optimiser_step
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, collect, group_spec_list, gym_env_factory, make_env_pool
@@ -117,7 +117,7 @@ def train(
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
-    backend = attention.select_backend(cfg.model.attention, device)
+    backend = attention.select_backend(cfg.model.attention, device, DTYPES[cfg.model.dtype])
     generator = _seed_everything(cfg.seed)
     ckpt = checkpoint.load(run_dir) if resume else None
     make_oracle = make_oracle or default_oracle

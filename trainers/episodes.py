@@ -225,3 +225,26 @@ def template_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str
     """Reference: tokenise the chat template of a whole message list in one go."""
     text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def template_overhead(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_turns: int) -> int:
+    """Tokens an episode holds beyond its messages' contents: the prompt's scaffolding and tool
+    schemas, plus the scaffolding of ``max_turns`` turns (an assistant message and a tool result each),
+    measured with ``tokenizer``'s chat template on ``messages`` (an env's first ones).
+
+    The env's context budget counts contents only, so an episode's ids may exceed ``max_context`` by
+    this much; packed rows must hold it (``optim.row_tokens``).
+    """
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(msgs: list[dict[str, Any]]) -> int:
+        text = tokenizer.apply_chat_template(msgs, tools=tools or None, tokenize=False, add_generation_prompt=True)
+        return count(text)
+
+    contents = sum(count(str(m.get("content") or "")) for m in messages)
+    prompt = render(messages)
+    turn = [{"role": "assistant", "content": "a"}, {"role": "tool", "content": "t"}]
+    per_turn = render(messages + turn) - prompt - count("a") - count("t")
+    return max(0, prompt - contents) + max_turns * max(0, per_turn)

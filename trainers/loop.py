@@ -27,17 +27,18 @@ import numpy as np
 import torch
 
 from . import attention, checkpoint
-from .config import TrainConfig, config_to_dict, flatten
+from .alarms import Alarms
+from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
+from .episodes import template_overhead
 from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
-from .optimise import StepSettings, optimiser_step
+from .optimise import rl_update, sft_settings, step_settings
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, collect, group_spec_list, gym_env_factory, make_env_pool
-from .rollout_metrics import assign_advantages, divergence_warning, eval_metrics, rollout_metrics
+from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
 
 log = logging.getLogger("sopgym.trainers")
-TOKEN_CAP_WARN = 0.05
 
 
 class Killed(BaseException):
@@ -103,7 +104,9 @@ def train(
     *,
     make_env: Callable[[str], Any] | None = None,
     make_oracle: Callable[[], Any] | None = None,
+    make_sampler: Callable[[Any, Any], Any] | None = None,
     resume: bool = True,
+    allow_config_change: bool = False,
     stop_after: int | None = None,
 ) -> TrainResult:
     """Run SFT warm start (if configured) and ``cfg.steps`` RL steps; resumes from ``run_dir`` if a checkpoint exists.
@@ -111,15 +114,33 @@ def train(
     Args:
         make_env: ``env_id -> env`` (default: ``gymnasium.make`` with the config's env kwargs).
         make_oracle: demonstration policy factory for SFT / tokenizer texts (default: the envs' oracle).
+        make_sampler: ``(model, tokenizer) -> sampler`` that generates the rollouts and evaluations
+            (``generate(prompts, max_new_tokens, temperature, top_p, generator) -> [Sample]``, see
+            ``policy/hf.py``); default: ``HFPolicy`` on the trained model itself.
         resume: continue from ``<run_dir>/checkpoint.pt`` when present.
+        allow_config_change: resume even when the config differs from the checkpoint's in more than
+            the run-length keys (recorded as the MLflow tag ``override/config_change``).
         stop_after: stop (with a checkpoint) after this many RL steps of this call (tests of resume).
+
+    Raises:
+        ConfigError: the machine cannot run ``cfg`` (device, env ids, paths), or a resume with a changed
+            config without ``allow_config_change``.
     """
+    problems = runtime_problems(cfg, check_env_ids=make_env is None)
+    if problems:
+        raise ConfigError(problems)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     device = resolve_device(cfg.device)
     backend = attention.select_backend(cfg.model.attention, device, DTYPES[cfg.model.dtype])
     generator = _seed_everything(cfg.seed)
     ckpt = checkpoint.load(run_dir) if resume else None
+    changed = checkpoint.config_changes(ckpt["config"], config_to_dict(cfg)) if ckpt else []
+    if changed and not allow_config_change:
+        raise ConfigError([
+            f"resume: the config differs from the checkpoint's in {', '.join(changed)} (only {', '.join(RUN_LENGTH_KEYS)} "
+            f"may change); pass --allow-config-change to resume anyway, or use another run_dir"
+        ])
     make_oracle = make_oracle or default_oracle
 
     # ---- environments and the token counter they budget with ----
@@ -154,30 +175,32 @@ def train(
     # ---- tokenizer, model, optimiser ----
     tokenizer = load_tokenizer(cfg.model, run_dir, trajectory_texts(trajectories) if trajectories else None)
     tokenizer_box.append(tokenizer)
+    try:
+        check_row_fits(cfg, tokenizer, pool)
+    except ConfigError:
+        pool.close()
+        raise
     model = load_model(cfg.model, tokenizer, backend, device, seed=cfg.seed)
-    policy = HFPolicy(model, tokenizer)
-    settings = StepSettings(
-        loss=cfg.algo.loss, aggregation=cfg.algo.aggregation, clip_low=cfg.algo.clip_low, clip_high=cfg.algo.clip_high,
-        kl_coef=cfg.algo.kl_coef, temperature=cfg.rollout.temperature, row_tokens=cfg.optim.row_tokens,
-        rows_per_micro_batch=cfg.optim.rows_per_micro_batch, grad_clip=cfg.optim.grad_clip,
-    )
+    policy = make_sampler(model, tokenizer) if make_sampler is not None else HFPolicy(model, tokenizer)
+    settings = step_settings(cfg)
     tracker = Tracker(
         run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
         run_id=ckpt["mlflow_run_id"] if ckpt else None, enabled=cfg.tracking.enabled,
     )
     result = TrainResult(run_dir, tracker.run_id, model=model, tokenizer=tokenizer)
+    alarms = Alarms(cfg.alarms, tracker)
+    stop = _StopRequest()
     previous_handler = signal.getsignal(signal.SIGTERM)
-
-    def on_sigterm(signum, frame):
-        raise Killed()
-
     try:
-        signal.signal(signal.SIGTERM, on_sigterm)
+        signal.signal(signal.SIGTERM, stop.on_sigterm)
     except ValueError:  # not the main thread
         previous_handler = None
     status = "FAILED"
     try:
         tracker.log_params(flatten(config_to_dict(cfg)))
+        if changed:
+            tracker.set_tag("override/config_change", ", ".join(changed))
+            log.warning("resuming with a changed config (%s): allowed by allow_config_change", ", ".join(changed))
         if cfg.env.allow_restricted_training:
             tracker.set_tag("override/allow_restricted_training", "true")
             log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
@@ -191,14 +214,15 @@ def train(
             result.demonstrations = demo_stats
             tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)
-            sft_settings = _sft_settings(settings, cfg.sft.context_loss_weight)
             def on_sft_step(i: int, st: dict[str, float]) -> None:
                 tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)
                 log.info("sft step %d: loss %.3f, %.0f tokens/s", i, st["loss"], st["tokens_per_s"])
+                if stop.requested:  # SFT has no checkpoint of its own: a resumed run starts it again
+                    raise Killed()
 
             train_sft(
                 model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-                settings=sft_settings, backend=backend, generator=generator, on_step=on_sft_step,
+                settings=sft_settings(cfg), backend=backend, generator=generator, on_step=on_sft_step,
             )
 
         ref_model = None
@@ -271,43 +295,44 @@ def train(
             trainable, zv_stats = assign_advantages(
                 episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
             )
+            too_long = [ep for ep in trainable if len(ep.ids) > cfg.optim.row_tokens]
+            if too_long:  # check_row_fits makes this rare; never a crash mid-run
+                log.warning("%d episodes longer than optim.row_tokens=%d left out of step %d (longest %d tokens)",
+                            len(too_long), cfg.optim.row_tokens, step, max(len(ep.ids) for ep in too_long))
+                trainable = [ep for ep in trainable if len(ep.ids) <= cfg.optim.row_tokens]
 
-            # ---- 3. optimisation: ppo_epochs x num_minibatches optimiser steps ----
-            model.train()
+            # ---- 3. optimisation: behaviour log-probs, then ppo_epochs x num_minibatches optimiser steps ----
             opt_stats: list[dict[str, float]] = []
+            mismatch: dict[str, float] = {}
             if trainable and any(ep.num_policy_tokens for ep in trainable):
-                for _ in range(cfg.algo.ppo_epochs):
-                    chunk = (len(trainable) + cfg.algo.num_minibatches - 1) // cfg.algo.num_minibatches
-                    for mb in range(0, len(trainable), chunk):
-                        opt_stats.append(optimiser_step(model, ref_model, optimizer, scheduler, trainable[mb : mb + chunk], settings, backend))
+                opt_stats, mismatch = rl_update(
+                    model, ref_model, optimizer, scheduler, trainable, settings, backend,
+                    ppo_epochs=cfg.algo.ppo_epochs, num_minibatches=cfg.algo.num_minibatches,
+                )
             train_s = time.perf_counter() - t0 - rollout_s
 
-            # ---- 4. logging ----
-            metrics = {"step": step, **rollout_metrics(episodes), **zv_stats}
+            # ---- 4. logging and alarms ----
+            metrics = {"step": step, **rollout_metrics(episodes), **zv_stats, **mismatch}
+            metrics["train/dropped_too_long"] = float(len(too_long))
+            metrics.update(alarms.after_rollouts(step, episodes, zv_stats))
             if opt_stats:
                 last = opt_stats[-1]
-                for key in ("loss", "kl", "entropy", "clip_fraction", "grad_norm", "lr", "ratio_mean"):
-                    metrics[f"train/{key}"] = sum(s[key] for s in opt_stats) / len(opt_stats) if key != "lr" else last[key]
+                for key in ("loss", "kl", "entropy", "clip_fraction", "grad_norm", "lr", "ratio_mean", "is_weight_mean", "is_changed_fraction"):
+                    if key in last:
+                        metrics[f"train/{key}"] = sum(s[key] for s in opt_stats) / len(opt_stats) if key != "lr" else last[key]
                 metrics["perf/packing_efficiency"] = last["packing_efficiency"]
                 metrics["perf/train_tokens_per_s"] = sum(s["num_tokens"] for s in opt_stats) / max(train_s, 1e-9)
             metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
             metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
             metrics["train/trained_episodes"] = float(len(trainable))
-            if metrics["rollout/token_cap_rate"] > TOKEN_CAP_WARN:
-                metrics["warnings/token_cap"] = 1.0
-                tracker.set_tag("warning/token_cap", f"step {step}: {metrics['rollout/token_cap_rate']:.1%} of episodes hit a token cap")
-                log.warning("%.1f%% of episodes hit max_new_tokens at step %d", 100 * metrics["rollout/token_cap_rate"], step)
             history.append(metrics)
 
             # ---- 5. held-out evaluation every eval_every steps ----
             if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps and cfg.eval_num_tasks:
                 val = _evaluate(policy, pool, tokenizer, cfg)
-                tracker.log_eval(val, step + 1)
                 val_curve.append((step + 1, val["val/task_success_rate"], val["val/reward/mean"]))
-                if divergence_warning([h["rollout/reward/mean"] for h in history], [v[1] for v in val_curve]):
-                    metrics["warnings/reward_up_val_down"] = 1.0
-                    tracker.set_tag("warning/reward_up_val_down", f"step {step + 1}")
-                    log.warning("training reward rising while validation success falls (step %d)", step + 1)
+                val.update(alarms.after_evaluation(step + 1, history, val_curve))
+                tracker.log_eval(val, step + 1)
             tracker.log_metrics(metrics, step)
             if bar is not None:
                 bar.update(1)
@@ -318,8 +343,10 @@ def train(
 
             # ---- 6. checkpoint ----
             steps_this_call += 1
-            if (cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0) or (stop_after and steps_this_call >= stop_after):
+            if (cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0) or (stop_after and steps_this_call >= stop_after) or stop.requested:
                 save_checkpoint(step + 1)
+            if stop.requested:
+                raise Killed()
             if stop_after and steps_this_call >= stop_after and step + 1 < cfg.steps:
                 status = "RUNNING"
                 return result
@@ -329,8 +356,9 @@ def train(
         # ---- end: held-out evaluation, plot, final checkpoint ----
         if cfg.eval_num_tasks:
             result.val_after = _evaluate(policy, pool, tokenizer, cfg)
-            tracker.log_eval(result.val_after, cfg.steps)
             val_curve.append((cfg.steps, result.val_after["val/task_success_rate"], result.val_after["val/reward/mean"]))
+            result.val_after.update(alarms.after_evaluation(cfg.steps, history, val_curve))
+            tracker.log_eval(result.val_after, cfg.steps)
             print(
                 f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
                 f"after RL: {result.val_after['val/task_success_rate']:.3f}"
@@ -352,7 +380,37 @@ def train(
             tracker.end(status)
 
 
-def _sft_settings(settings: StepSettings, context_loss_weight: float) -> StepSettings:
-    import dataclasses
+def check_row_fits(cfg: TrainConfig, tokenizer, pool: EnvPool) -> None:
+    """``optim.row_tokens`` must hold the longest episode: ``env.max_context`` + one turn + the chat
+    template's overhead (tool schemas and scaffolding, measured on each env's first prompt).
 
-    return dataclasses.replace(settings, temperature=1.0, aggregation="token", context_loss_weight=context_loss_weight)
+    Raises:
+        ConfigError: a row too short, naming the numbers and the row length needed.
+    """
+    problems = []
+    for env_id in dict.fromkeys(cfg.env.env_ids):
+        _, info = pool.get(env_id, 0).reset(seed=cfg.seed, options={"split": cfg.env.train_split})
+        overhead = template_overhead(tokenizer, info["messages"], info.get("tools"), cfg.env.max_turns)
+        need = cfg.env.max_context + cfg.rollout.max_new_tokens + overhead
+        if cfg.optim.row_tokens < need:
+            problems.append(
+                f"optim.row_tokens: expected >= {need} for {env_id} (env.max_context {cfg.env.max_context} + "
+                f"rollout.max_new_tokens {cfg.rollout.max_new_tokens} + {overhead} tokens of chat template and tool "
+                f"schemas over {cfg.env.max_turns} turns), got {cfg.optim.row_tokens}"
+            )
+    if problems:
+        raise ConfigError(problems)
+
+
+class _StopRequest:
+    """SIGTERM asks the run to stop: the current RL step finishes, a checkpoint is saved, and the run
+    ends as KILLED. A second SIGTERM stops at once (no checkpoint)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def on_sigterm(self, signum, frame) -> None:
+        if self.requested:
+            raise Killed()
+        self.requested = True
+        log.warning("SIGTERM: finishing this step, saving a checkpoint, then stopping (send it again to stop now)")

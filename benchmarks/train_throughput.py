@@ -8,13 +8,16 @@ Every figure is printed with its baseline measured in the same run, as a ratio:
   episodes, packed vs padded, in tokens/s. Packed runs two ways: FFD rows with SDPA and a block mask
   (attention over the whole row), and ``sdpa_varlen`` (padding dropped, causal SDPA per episode, the
   CPU analogue of flash-attention varlen) with the same token budget per micro-batch as the baseline;
-* rollout: one batched, KV-cached ``generate`` for N prompts vs N calls of one prompt each.
+* rollout: one batched, KV-cached ``generate`` for N prompts (32 by default: 8 GRPO groups of 4)
+  vs N calls of one prompt each, in new tokens/s. Run the same command on an older checkout to
+  compare samplers ("before and after" in docs/benchmarks.md).
 
 Episodes are oracle trajectories of authored domains (their real length distribution), tokenised
 with an offline BPE; the model is a small Llama from scratch (no download).
 
     python benchmarks/train_throughput.py                    # all authored domains, CPU
     python benchmarks/train_throughput.py --quick            # a smoke run
+    python benchmarks/train_throughput.py --only rollout     # the sampler alone (CPU, or CUDA if present)
 """
 
 from __future__ import annotations
@@ -75,8 +78,6 @@ def train_throughput(model, episodes, settings, backend, repeats):
 
 def main(argv=None):
     import sopgym
-    from sopgym.trainers.optimise import StepSettings
-    from sopgym.trainers.policy.hf import HFPolicy
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--domains", nargs="*", default=None, help="env ids (default: every registered sopgym/* domain)")
@@ -87,10 +88,12 @@ def main(argv=None):
     p.add_argument("--row-tokens", type=int, nargs="*", default=None, help="packed row lengths (default: the longest episode)")
     p.add_argument("--rows-per-micro", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--rollout-prompts", type=int, default=8)
+    p.add_argument("--rollout-prompts", type=int, default=32)
     p.add_argument("--rollout-tokens", type=int, default=32)
     p.add_argument("--rollout-domain", default="WarehouseReceiving", help="domain whose prompts the rollout part uses")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=("all", "train", "rollout"), default="all")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the rollout part)")
     args = p.parse_args(argv)
     if args.quick:
         args.per_domain, args.repeats, args.rollout_prompts, args.rollout_tokens = 2, 1, 4, 8
@@ -102,6 +105,14 @@ def main(argv=None):
     print(f"episodes: {len(episodes)} from {len(env_ids)} domains; tokens min/median/max "
           f"{min(lengths)}/{int(statistics.median(lengths))}/{longest}; torch threads {torch.get_num_threads()}")
     model = model_for(tok, args.hidden, args.layers)
+    if args.only != "rollout":
+        train_part(args, tok, episodes, model, longest)
+    if args.only != "train":
+        rollout_part(args, tok, episodes, model.to(args.device))
+
+
+def train_part(args, tok, episodes, model, longest):
+    from sopgym.trainers.optimise import StepSettings
 
     # ---- training throughput: padded baseline vs packed rows ----
     base = StepSettings(row_tokens=longest, rows_per_micro_batch=args.rows_per_micro, packed=False)
@@ -122,6 +133,11 @@ def main(argv=None):
     print(f"packed   (sdpa_varlen, FFD rows of {budget} tokens, padding dropped): efficiency {eff:.3f} "
           f"({eff / pad_eff:.2f}x)  {tps:,.0f} tokens/s ({tps / pad_tps:.2f}x)")
 
+
+
+def rollout_part(args, tok, episodes, model):
+    from sopgym.trainers.policy.hf import HFPolicy
+
     # ---- rollout: batched KV-cached generation vs one prompt at a time ----
     model.eval()
     policy = HFPolicy(model, tok)
@@ -130,23 +146,26 @@ def main(argv=None):
     same_domain = [ep for ep in episodes if ep.task_id.startswith(args.rollout_domain)] or episodes
     first_turns = [ep.ids[: ep.loss_mask.index(1)] for ep in same_domain]
     prompts = [p for p in first_turns[: max(1, args.rollout_prompts // group)] for _ in range(group)]
-    eos = tok.eos_token_id
     policy.stop_ids = set()  # fixed-length generation so both sides produce the same number of tokens
-    t0 = time.perf_counter()
-    for prompt in prompts:
-        policy.generate([prompt], args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    seq_s = time.perf_counter() - t0
-    n = len(prompts) * args.rollout_tokens
-    print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}) one at a time: "
-          f"{n / seq_s:,.1f} new tokens/s (baseline)")
-    for bucket in (False, True):
+
+    def timed(batch, bucket):
         policy.bucket_by_length = bucket
+        sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+        sync()
         t0 = time.perf_counter()
-        policy.generate(prompts, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
-        bat_s = time.perf_counter() - t0
+        policy.generate(batch, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        sync()
+        return time.perf_counter() - t0
+
+    timed(prompts[:1], False)  # warm-up (allocators, kernels)
+    seq_s = sum(timed([prompt], False) for prompt in prompts)
+    n = len(prompts) * args.rollout_tokens
+    print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}, {args.rollout_tokens} new tokens each, "
+          f"{model.device.type}) one at a time: {n / seq_s:,.1f} new tokens/s (baseline)")
+    for bucket in (False, True):
+        bat_s = min(timed(prompts, bucket) for _ in range(args.repeats))
         label = "batched, equal-length buckets" if bucket else "batched, left-padded"
         print(f"rollout  {label} x{len(prompts)}: {n / bat_s:,.1f} new tokens/s ({seq_s / bat_s:.2f}x)")
-    policy.stop_ids = {eos}
 
 
 if __name__ == "__main__":

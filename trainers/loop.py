@@ -33,7 +33,7 @@ from .episodes import template_overhead
 from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
 from .optimise import rl_update, sft_settings, step_settings
 from .policy.hf import HFPolicy
-from .rollout import EnvPool, collect, group_spec_list, gym_env_factory, make_env_pool
+from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
@@ -389,7 +389,7 @@ def check_row_fits(cfg: TrainConfig, tokenizer, pool: EnvPool) -> None:
     """
     problems = []
     for env_id in dict.fromkeys(cfg.env.env_ids):
-        _, info = pool.get(env_id, 0).reset(seed=cfg.seed, options={"split": cfg.env.train_split})
+        ((_, info),) = pool.reset([(0, EpisodeSpec(env_id, cfg.seed, {"split": cfg.env.train_split}))])
         overhead = template_overhead(tokenizer, info["messages"], info.get("tools"), cfg.env.max_turns)
         need = cfg.env.max_context + cfg.rollout.max_new_tokens + overhead
         if cfg.optim.row_tokens < need:

@@ -111,7 +111,7 @@ def test_divergence_alarm_fires_at_the_last_evaluation(tmp_path, tok_dir, caplog
     tags, history = _run_data(tmp_path, result)
     # evaluations at steps 0, 1, 2: success 1, 0, 0 while training reward rises; the third is the
     # last evaluation (after the final step), where the window of 3 is first full
-    assert history[DIVERGENCE] == [(1, 0.0), (2, 1.0)], history[DIVERGENCE]
+    assert history[DIVERGENCE] == [(0, 0.0), (1, 0.0), (2, 1.0)], history[DIVERGENCE]
     assert "held-out success fell 1.000 -> 0.000" in tags[f"alarm/{DIVERGENCE}"]
     assert result.val_after[f"alarms/{DIVERGENCE}"] == 1.0 and _fired_warnings(caplog, DIVERGENCE)
 
@@ -160,7 +160,7 @@ def test_a_healthy_run_raises_no_alarm(tmp_path, tok_dir, caplog):
     tags, history = _run_data(tmp_path, result)
     assert 0.2 < sum(h["rollout/reward/mean"] for h in result.history) / 3 < 0.8  # rewards really vary
     assert history[TRUNCATED] == [(s, 0.0) for s in range(3)] and history[ZERO_VARIANCE] == [(s, 0.0) for s in range(3)]
-    assert history[DIVERGENCE] == [(s, 0.0) for s in (1, 2, 3)]
+    assert history[DIVERGENCE] == [(s, 0.0) for s in (0, 1, 2, 3)]
     assert not [k for k in tags if k.startswith("alarm/")]
     assert not [r for r in caplog.records if "alarm" in r.getMessage()]
 

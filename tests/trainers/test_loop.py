@@ -1,4 +1,5 @@
-"""The RL loop end to end on a fake env: MLflow contents, exact resume, licence refusal, run status."""
+"""The RL loop end to end on a fake env: MLflow contents, SIGTERM and exact resume, licence refusal, run status,
+changed configs on resume, weights-only checkpoints."""
 
 import os
 import signal
@@ -63,26 +64,6 @@ def test_mlflow_contents_after_a_short_run(tmp_path, tok_dir):
     assert [m.step for m in client.get_metric_history(result.run_id, "val/task_success_rate")] == [0, 2]
     assert run.data.params["algo.loss"] == "ppo_clip" and run.data.params["rollout.group_size"] == "3"
     assert "curves.png" in [a.path for a in client.list_artifacts(result.run_id)]
-
-
-def test_resume_is_bit_exact_and_continues_the_mlflow_run(tmp_path, tok_dir):
-    from mlflow.tracking import MlflowClient
-
-    straight = train(_cfg(tmp_path / "a", tok_dir, "steps=4"), make_env=_env())
-    cfg_b = _cfg(tmp_path / "b", tok_dir, "steps=4", "tracking.enabled=true")
-    first = train(cfg_b, make_env=_env(), stop_after=2)
-    assert len(first.history) == 2
-    resumed = train(cfg_b, make_env=_env())
-    assert resumed.run_id == first.run_id
-    sa, sb = straight.model.state_dict(), resumed.model.state_dict()
-    assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
-    assert [strip(h) for h in straight.history] == [strip(h) for h in resumed.history]
-    assert any(h["train/grad_norm"] > 0 for h in straight.history)  # the model did train
-    client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'b').resolve() / 'mlflow.db'}")
-    steps = [m.step for m in client.get_metric_history(first.run_id, "rollout/reward/mean")]
-    assert sorted(steps) == [0, 1, 2, 3]
-    assert client.get_run(first.run_id).info.status == "FINISHED"
 
 
 def test_refuses_tasks_whose_licence_forbids_training(tmp_path, tok_dir):
@@ -155,8 +136,14 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues_bit_exactly(tmp_path, t
     client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'b').resolve() / 'mlflow.db'}")
     assert client.get_run(saved["mlflow_run_id"]).info.status == "KILLED"
     resumed = train(cfg, make_env=_env())
+    assert resumed.run_id == saved["mlflow_run_id"]  # the same MLflow run continues
     sa, sb = straight.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
+    assert [strip(h) for h in straight.history] == [strip(h) for h in resumed.history]
+    assert any(h["train/grad_norm"] > 0 for h in straight.history)  # the model did train
+    steps = [m.step for m in client.get_metric_history(saved["mlflow_run_id"], "rollout/reward/mean")]
+    assert sorted(steps) == [0, 1, 2, 3]  # no step logged twice
     assert client.get_run(saved["mlflow_run_id"]).info.status == "FINISHED"
 
 

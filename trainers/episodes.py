@@ -19,10 +19,14 @@ Bookkeeping (token in, token out):
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 _MARK = "\u2063sopgym-end-of-turn-probe\u2063"
+
+
+_TOKENIZER_ENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def end_of_turn_ids(tokenizer, model=None) -> frozenset[int]:
@@ -32,11 +36,43 @@ def end_of_turn_ids(tokenizer, model=None) -> frozenset[int]:
 
     Args:
         tokenizer: a Hugging Face tokenizer (its chat template, if any, is probed).
-        model: optional; its ``generation_config`` and ``config`` eos ids are added.
+        model: its ``generation_config`` and ``config`` eos ids are added. Without it, the generation
+            config saved next to the tokenizer (a local directory or the Hugging Face cache, never
+            the network) stands in, so an ``EpisodeBuilder`` knows the sampler's ends.
 
     Returns:
         The set of ids (empty only when nothing declares an end).
     """
+    if model is None:
+        try:
+            cached = _TOKENIZER_ENDS.get(tokenizer)
+        except TypeError:  # not weak-referenceable
+            cached = None
+        if cached is None:
+            cached = _end_of_turn_ids(tokenizer, _saved_generation_config(tokenizer))
+            try:
+                _TOKENIZER_ENDS[tokenizer] = cached
+            except TypeError:
+                pass
+        return cached
+    return _end_of_turn_ids(tokenizer, model)
+
+
+def _saved_generation_config(tokenizer):
+    """A stand-in ``model`` holding the generation config saved with the tokenizer, or None."""
+    name = getattr(tokenizer, "name_or_path", None)
+    if not name:
+        return None
+    try:
+        from transformers import GenerationConfig
+
+        config = GenerationConfig.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError, ImportError):
+        return None
+    return type("SavedGenerationConfig", (), {"generation_config": config})()
+
+
+def _end_of_turn_ids(tokenizer, model) -> frozenset[int]:
     ids: set[int] = set()
 
     def add(value) -> None:

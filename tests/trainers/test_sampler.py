@@ -116,3 +116,21 @@ def test_end_of_turn_ids_include_the_chat_templates_end_token():
     base.eos_token = "<|endoftext|>"
     ids = end_of_turn_ids(base)
     assert base.convert_tokens_to_ids("<|im_end|>") in ids and base.eos_token_id in ids
+
+
+def test_the_episode_builder_knows_the_generation_configs_ends_without_the_model(tmp_path):
+    """The rollout's EpisodeBuilder gets no model: the generation config saved with the tokenizer
+    (a model directory, or the Hugging Face cache) gives it the same ends as the sampler."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    from sopgym.trainers.episodes import Episode, EpisodeBuilder
+
+    tok = tiny_tokenizer()
+    endoftext = tok.convert_tokens_to_ids("<|endoftext|>")
+    tok.save_pretrained(str(tmp_path))
+    GenerationConfig(eos_token_id=[tok.eos_token_id, endoftext]).save_pretrained(str(tmp_path))
+    loaded = AutoTokenizer.from_pretrained(str(tmp_path))
+    assert endoftext in end_of_turn_ids(loaded) and endoftext not in end_of_turn_ids(tok)
+    ep = Episode("t", 0, 0, "fake", messages=[{"role": "user", "content": "key: k1"}])
+    sampled = loaded("hello", add_special_tokens=False)["input_ids"] + [endoftext]
+    assert EpisodeBuilder(loaded, ep).add_assistant(sampled, [0.0] * len(sampled)) == "hello"

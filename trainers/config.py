@@ -53,12 +53,16 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-def _spec(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, **rules: Any) -> Any:
+def _spec(default: Any, **rules: Any) -> Any:
     """A dataclass field with validation rules: ``ge``/``gt``/``le``/``lt`` bounds, ``choices``,
-    ``nonempty`` (strings), ``pattern`` (a compiled regex for strings)."""
-    if factory is not dataclasses.MISSING:
-        return field(default_factory=factory, metadata=rules)
+    ``nonempty`` (strings), ``pattern`` (a compiled regex for strings, with ``pattern_desc``)."""
     return field(default=default, metadata=rules)
+
+
+def _show(value: Any) -> str:
+    """``repr`` cut to 80 characters (a config value can be a whole pasted file)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _type_name(value: Any) -> str:
@@ -75,54 +79,54 @@ def _check_type(name: str, annotation: str, value: Any) -> tuple[Any, str | None
     optional = annotation.endswith("| None")
     base = annotation.replace("| None", "").strip()
     if value is None:
-        return (None, None) if optional else (value, f"{name}: expected {base_desc(base)}, got null")
+        return (None, None) if optional else (value, f"{name}: expected {_base_desc(base)}, got null")
     if base == "bool":
         if isinstance(value, bool):
             return value, None
-        return value, f"{name}: expected true or false, got {value!r} ({_type_name(value)})"
+        return value, f"{name}: expected true or false, got {_show(value)} ({_type_name(value)})"
     if base == "int":
         if isinstance(value, int) and not isinstance(value, bool):
             return value, None
         hint = ""
         if isinstance(value, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", value.strip()):
             hint = " (YAML reads 1e12 as text: write the digits)"
-        return value, f"{name}: expected an integer, got {value!r} ({_type_name(value)}){hint}"
+        return value, f"{name}: expected an integer, got {_show(value)} ({_type_name(value)}){hint}"
     if base == "float":
         number = value
         if isinstance(value, str):
             try:
                 number = float(value)
             except ValueError:
-                return value, f"{name}: expected a number, got {value!r} ({_type_name(value)})"
+                return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return value, f"{name}: expected a number, got {value!r} ({_type_name(value)})"
+            return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
         if not math.isfinite(number):
-            return value, f"{name}: expected a finite number, got {number!r}"
+            return value, f"{name}: expected a finite number, got {_show(number)}"
         return float(number), None
     if base == "str":
         if isinstance(value, str):
             return value, None
-        return value, f"{name}: expected a string, got {value!r} ({_type_name(value)})"
+        return value, f"{name}: expected a string, got {_show(value)} ({_type_name(value)})"
     if base == "list[str]":
         if isinstance(value, str):
-            return value, f"{name}: expected a list of strings, got the string {value!r} (write [{value}])"
+            return value, f"{name}: expected a list of strings, got the string {_show(value)} (write [{value}])"
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
             return list(value), None
-        return value, f"{name}: expected a list of strings, got {value!r} ({_type_name(value)})"
+        return value, f"{name}: expected a list of strings, got {_show(value)} ({_type_name(value)})"
     if base == "dict[str, float]":
         if isinstance(value, dict) and all(
             isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for k, v in value.items()
         ):
             return {k: float(v) for k, v in value.items()}, None
-        return value, f"{name}: expected a mapping of names to numbers, got {value!r} ({_type_name(value)})"
+        return value, f"{name}: expected a mapping of names to numbers, got {_show(value)} ({_type_name(value)})"
     if base == "dict[str, Any]":
         if isinstance(value, dict) and all(isinstance(k, str) for k in value):
             return dict(value), None
-        return value, f"{name}: expected a mapping with string keys, got {value!r} ({_type_name(value)})"
+        return value, f"{name}: expected a mapping with string keys, got {_show(value)} ({_type_name(value)})"
     raise AssertionError(f"no type check for annotation {annotation!r} of {name}")
 
 
-def base_desc(base: str) -> str:
+def _base_desc(base: str) -> str:
     return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
             "list[str]": "a list of strings", "dict[str, Any]": "a mapping", "dict[str, float]": "a mapping of names to numbers"}.get(base, base)
 
@@ -137,15 +141,15 @@ def _check_rules(name: str, value: Any, rules: dict[str, Any]) -> str | None:
     if "choices" in rules and value not in rules["choices"]:
         close = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"{name}: expected one of {', '.join(map(str, rules['choices']))}, got {value!r}{hint}"
+        return f"{name}: expected one of {', '.join(map(str, rules['choices']))}, got {_show(value)}{hint}"
     if rules.get("nonempty") and isinstance(value, str) and not value.strip():
-        return f"{name}: expected a non-empty string, got {value!r}"
+        return f"{name}: expected a non-empty string, got {_show(value)}"
     if "pattern" in rules and isinstance(value, str) and not rules["pattern"].fullmatch(value):
-        return f"{name}: expected {rules['pattern_desc']}, got {value!r}"
+        return f"{name}: expected {rules['pattern_desc']}, got {_show(value)}"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if any(key in rules and not ok(value, rules[key]) for key, _, ok in _BOUNDS):
             expected = " and ".join(f"{text} {rules[key]}" for key, text, _ in _BOUNDS if key in rules)
-            return f"{name}: expected a value {expected}, got {value!r}"
+            return f"{name}: expected a value {expected}, got {_show(value)}"
     return None
 
 
@@ -183,7 +187,7 @@ class _Section:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            return [f"{self._prefix(name)}: expected a section (a mapping), got {value!r} ({_type_name(value)})"]
+            return [f"{self._prefix(name)}: expected a section (a mapping), got {_show(value)} ({_type_name(value)})"]
         allowed = {f.name for f in dataclasses.fields(cls)}
         problems = _unknown(value, allowed, f"{self._prefix(name)}.")
         try:
@@ -270,17 +274,17 @@ class EnvWorkersConfig(_Section):
     cpus_per_worker: float = _spec(1.0, ge=0.0, le=1e6)
     """Logical CPUs each worker reserves in Ray's scheduler. Fractions pack several workers per core,
     which suits envs that mostly wait on their sandboxes."""
-    resources: dict[str, float] = _spec(factory=dict)
+    resources: dict[str, float] = field(default_factory=dict)
     """Custom Ray resources each worker needs, e.g. ``{env_host: 1}`` to place the workers only on the
     nodes started with ``ray start --resources '{"env_host": 8}'`` (the hosts with Docker)."""
 
     def _combinations(self) -> list[str]:
         out = []
         if self.address is not None and self.backend != "ray":
-            out.append(f"env.workers.address: set to {self.address!r}, which needs env.workers.backend 'ray', got {self.backend!r}")
+            out.append(f"env.workers.address: set to {_show(self.address)}, which needs env.workers.backend 'ray', got {self.backend!r}")
         negative = {k: v for k, v in self.resources.items() if v < 0}
         if negative:
-            out.append(f"env.workers.resources: expected amounts >= 0, got {negative!r}")
+            out.append(f"env.workers.resources: expected amounts >= 0, got {_show(negative)}")
         return out
 
 

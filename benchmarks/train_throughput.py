@@ -9,15 +9,16 @@ Every figure is printed with its baseline measured in the same run, as a ratio:
   (attention over the whole row), and ``sdpa_varlen`` (padding dropped, causal SDPA per episode, the
   CPU analogue of flash-attention varlen) with the same token budget per micro-batch as the baseline;
 * rollout: one batched, KV-cached ``generate`` for N prompts (32 by default: 8 GRPO groups of 4)
-  vs N calls of one prompt each, in new tokens/s. Run the same command on an older checkout to
-  compare samplers ("before and after" in docs/benchmarks.md).
+  vs N calls of one prompt each, in new tokens/s; with ``--compare-with`` also the sampler of
+  another checkout, timed alternately with this one on the same model and prompts.
 
 Episodes are oracle trajectories of authored domains (their real length distribution), tokenised
 with an offline BPE; the model is a small Llama from scratch (no download).
 
     python benchmarks/train_throughput.py                    # all authored domains, CPU
     python benchmarks/train_throughput.py --quick            # a smoke run
-    python benchmarks/train_throughput.py --only rollout     # the sampler alone (CPU, or CUDA if present)
+    python benchmarks/train_throughput.py --only rollout     # the sampler alone (CPU, or --device cuda)
+    python benchmarks/train_throughput.py --only rollout --compare-with ../old-checkout   # before/after a change
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 
 import torch
@@ -94,6 +96,8 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=("all", "train", "rollout"), default="all")
     p.add_argument("--device", default="cpu", help="cpu or cuda (the rollout part)")
+    p.add_argument("--compare-with", default=None, metavar="CHECKOUT",
+                   help="also time the sampler (trainers/policy/hf.py) of another checkout, alternating with this one")
     args = p.parse_args(argv)
     if args.quick:
         args.per_domain, args.repeats, args.rollout_prompts, args.rollout_tokens = 2, 1, 4, 8
@@ -135,20 +139,39 @@ def train_part(args, tok, episodes, model, longest):
 
 
 
-def rollout_part(args, tok, episodes, model):
-    from sopgym.trainers.policy.hf import HFPolicy
+def _sampler_class(checkout: str | None):
+    """``HFPolicy`` of this tree, or of another checkout's ``trainers/policy/hf.py`` (``--compare-with``:
+    the sampler before a change, loaded side by side so both run in the same process and load)."""
+    if checkout is None:
+        from sopgym.trainers.policy.hf import HFPolicy
 
+        return HFPolicy
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(checkout) / "trainers" / "policy" / "hf.py"
+    spec = importlib.util.spec_from_file_location("sampler_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.HFPolicy
+
+
+def rollout_part(args, tok, episodes, model):
     # ---- rollout: batched KV-cached generation vs one prompt at a time ----
     model.eval()
-    policy = HFPolicy(model, tok)
     # As in training: groups of `group` episodes share a prompt (same task, same seed); one domain.
     group = 4
     same_domain = [ep for ep in episodes if ep.task_id.startswith(args.rollout_domain)] or episodes
     first_turns = [ep.ids[: ep.loss_mask.index(1)] for ep in same_domain]
     prompts = [p for p in first_turns[: max(1, args.rollout_prompts // group)] for _ in range(group)]
-    policy.stop_ids = set()  # fixed-length generation so both sides produce the same number of tokens
+    samplers = {"this tree": _sampler_class(None)(model, tok)}
+    if args.compare_with:
+        samplers = {"before (--compare-with)": _sampler_class(args.compare_with)(model, tok), **samplers}
+    for policy in samplers.values():
+        policy.stop_ids = set()  # fixed-length generation so every side produces the same number of tokens
 
-    def timed(batch, bucket):
+    def timed(policy, batch, bucket):
         policy.bucket_by_length = bucket
         sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
         sync()
@@ -157,15 +180,22 @@ def rollout_part(args, tok, episodes, model):
         sync()
         return time.perf_counter() - t0
 
-    timed(prompts[:1], False)  # warm-up (allocators, kernels)
-    seq_s = sum(timed([prompt], False) for prompt in prompts)
     n = len(prompts) * args.rollout_tokens
+    mine = samplers["this tree"]
+    timed(mine, prompts[:1], False)  # warm-up (allocators, kernels)
+    seq_s = sum(timed(mine, [prompt], False) for prompt in prompts)
     print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}, {args.rollout_tokens} new tokens each, "
           f"{model.device.type}) one at a time: {n / seq_s:,.1f} new tokens/s (baseline)")
     for bucket in (False, True):
-        bat_s = min(timed(prompts, bucket) for _ in range(args.repeats))
+        # the samplers alternate within each repeat, so a change of machine load hits both; best of repeats
+        best = {name: float("inf") for name in samplers}
+        for _ in range(args.repeats):
+            for name, policy in samplers.items():
+                best[name] = min(best[name], timed(policy, prompts, bucket))
         label = "batched, equal-length buckets" if bucket else "batched, left-padded"
-        print(f"rollout  {label} x{len(prompts)}: {n / bat_s:,.1f} new tokens/s ({seq_s / bat_s:.2f}x)")
+        for name, secs in best.items():
+            versus = f", {best[next(iter(best))] / secs:.2f}x the sampler before" if args.compare_with and name == "this tree" else ""
+            print(f"rollout  {label} x{len(prompts)}, {name}: {n / secs:,.1f} new tokens/s ({seq_s / secs:.2f}x one at a time{versus})")
 
 
 if __name__ == "__main__":

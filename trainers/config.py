@@ -217,6 +217,11 @@ class ModelConfig(_Section):
     offline on the domains' texts (the CPU demo); it is saved under the run directory."""
     bpe_vocab_size: int = _spec(2048, ge=264, le=1_000_000)
     """Vocabulary of the offline BPE: larger compresses episodes more but costs embedding parameters."""
+    bpe_split_digits: bool = False
+    """Isolate every digit before BPE merges (as Llama and Qwen2 tokenizers do): identifiers become digit
+    sequences over a ten-token alphabet, which a small model copies far more easily than multi-digit
+    pieces that each occur rarely; episodes get longer (more tokens per identifier). Only with
+    ``tokenizer: bpe``."""
     scratch_hidden_size: int = _spec(64, ge=8, le=65536)
     scratch_num_layers: int = _spec(2, ge=1, le=1024)
     scratch_num_heads: int = _spec(4, ge=1, le=1024)
@@ -236,6 +241,8 @@ class ModelConfig(_Section):
 
     def _combinations(self) -> list[str]:
         out = []
+        if self.bpe_split_digits and self.tokenizer != "bpe":
+            out.append(f"model.bpe_split_digits: true needs model.tokenizer 'bpe', got {_show(self.tokenizer)}")
         if self.name_or_path is None and self.tokenizer is None:
             out.append("model.tokenizer: expected a tokenizer ('bpe' or a path) when model.name_or_path is null, got null")
         if self.name_or_path is not None and not self.name_or_path.strip():

@@ -38,7 +38,7 @@ def load_tokenizer(cfg: ModelConfig, run_dir: str | Path | None = None, texts: l
             return AutoTokenizer.from_pretrained(str(saved))
         if not texts:
             raise ValueError("model.tokenizer='bpe' needs texts to train on")
-        tok = build_bpe_tokenizer(texts, cfg.bpe_vocab_size)
+        tok = build_bpe_tokenizer(texts, cfg.bpe_vocab_size, split_digits=cfg.bpe_split_digits)
         if saved is not None:
             tok.save_pretrained(str(saved))
         return tok

@@ -59,6 +59,7 @@ BAD = [
     ("steps.x=1", "override 'steps.x=1': steps is not a section"),
     ("steps", "override 'steps': expected key=value"),
     ("env.env_ids=[sopgym/NoSuchDomain-v0]", "env.env_ids: 'sopgym/NoSuchDomain-v0' is not a registered environment"),
+    ("model.tokenizer=some/path model.bpe_split_digits=true", "model.bpe_split_digits: true needs model.tokenizer 'bpe', got 'some/path'"),
     ("model.name_or_path=./no/such/model", "model.name_or_path: './no/such/model' looks like a local path but does not exist"),
 ]
 if not torch.cuda.is_available():

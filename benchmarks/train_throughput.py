@@ -8,13 +8,17 @@ Every figure is printed with its baseline measured in the same run, as a ratio:
   episodes, packed vs padded, in tokens/s. Packed runs two ways: FFD rows with SDPA and a block mask
   (attention over the whole row), and ``sdpa_varlen`` (padding dropped, causal SDPA per episode, the
   CPU analogue of flash-attention varlen) with the same token budget per micro-batch as the baseline;
-* rollout: one batched, KV-cached ``generate`` for N prompts vs N calls of one prompt each.
+* rollout: one batched, KV-cached ``generate`` for N prompts (32 by default: 8 GRPO groups of 4)
+  vs N calls of one prompt each, in new tokens/s; with ``--compare-with`` also the sampler of
+  another checkout, timed alternately with this one on the same model and prompts.
 
 Episodes are oracle trajectories of authored domains (their real length distribution), tokenised
 with an offline BPE; the model is a small Llama from scratch (no download).
 
     python benchmarks/train_throughput.py                    # all authored domains, CPU
     python benchmarks/train_throughput.py --quick            # a smoke run
+    python benchmarks/train_throughput.py --only rollout     # the sampler alone (CPU, or --device cuda)
+    python benchmarks/train_throughput.py --only rollout --compare-with ../old-checkout   # before/after a change
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
 
 import torch
@@ -75,8 +80,6 @@ def train_throughput(model, episodes, settings, backend, repeats):
 
 def main(argv=None):
     import sopgym
-    from sopgym.trainers.optimise import StepSettings
-    from sopgym.trainers.policy.hf import HFPolicy
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--domains", nargs="*", default=None, help="env ids (default: every registered sopgym/* domain)")
@@ -87,10 +90,14 @@ def main(argv=None):
     p.add_argument("--row-tokens", type=int, nargs="*", default=None, help="packed row lengths (default: the longest episode)")
     p.add_argument("--rows-per-micro", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--rollout-prompts", type=int, default=8)
+    p.add_argument("--rollout-prompts", type=int, default=32)
     p.add_argument("--rollout-tokens", type=int, default=32)
     p.add_argument("--rollout-domain", default="WarehouseReceiving", help="domain whose prompts the rollout part uses")
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", choices=("all", "train", "rollout"), default="all")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (the rollout part)")
+    p.add_argument("--compare-with", default=None, metavar="CHECKOUT",
+                   help="also time the sampler (trainers/policy/hf.py) of another checkout, alternating with this one")
     args = p.parse_args(argv)
     if args.quick:
         args.per_domain, args.repeats, args.rollout_prompts, args.rollout_tokens = 2, 1, 4, 8
@@ -102,6 +109,14 @@ def main(argv=None):
     print(f"episodes: {len(episodes)} from {len(env_ids)} domains; tokens min/median/max "
           f"{min(lengths)}/{int(statistics.median(lengths))}/{longest}; torch threads {torch.get_num_threads()}")
     model = model_for(tok, args.hidden, args.layers)
+    if args.only != "rollout":
+        train_part(args, tok, episodes, model, longest)
+    if args.only != "train":
+        rollout_part(args, tok, episodes, model.to(args.device))
+
+
+def train_part(args, tok, episodes, model, longest):
+    from sopgym.trainers.optimise import StepSettings
 
     # ---- training throughput: padded baseline vs packed rows ----
     base = StepSettings(row_tokens=longest, rows_per_micro_batch=args.rows_per_micro, packed=False)
@@ -122,31 +137,65 @@ def main(argv=None):
     print(f"packed   (sdpa_varlen, FFD rows of {budget} tokens, padding dropped): efficiency {eff:.3f} "
           f"({eff / pad_eff:.2f}x)  {tps:,.0f} tokens/s ({tps / pad_tps:.2f}x)")
 
+
+
+def _sampler_class(checkout: str | None):
+    """``HFPolicy`` of this tree, or of another checkout's ``trainers/policy/hf.py`` (``--compare-with``:
+    the sampler before a change, loaded side by side so both run in the same process and load)."""
+    if checkout is None:
+        from sopgym.trainers.policy.hf import HFPolicy
+
+        return HFPolicy
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(checkout) / "trainers" / "policy" / "hf.py"
+    spec = importlib.util.spec_from_file_location("sampler_before", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.HFPolicy
+
+
+def rollout_part(args, tok, episodes, model):
     # ---- rollout: batched KV-cached generation vs one prompt at a time ----
     model.eval()
-    policy = HFPolicy(model, tok)
     # As in training: groups of `group` episodes share a prompt (same task, same seed); one domain.
     group = 4
     same_domain = [ep for ep in episodes if ep.task_id.startswith(args.rollout_domain)] or episodes
     first_turns = [ep.ids[: ep.loss_mask.index(1)] for ep in same_domain]
     prompts = [p for p in first_turns[: max(1, args.rollout_prompts // group)] for _ in range(group)]
-    eos = tok.eos_token_id
-    policy.stop_ids = set()  # fixed-length generation so both sides produce the same number of tokens
-    t0 = time.perf_counter()
-    for prompt in prompts:
-        policy.generate([prompt], args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
-    seq_s = time.perf_counter() - t0
-    n = len(prompts) * args.rollout_tokens
-    print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}) one at a time: "
-          f"{n / seq_s:,.1f} new tokens/s (baseline)")
-    for bucket in (False, True):
+    samplers = {"this tree": _sampler_class(None)(model, tok)}
+    if args.compare_with:
+        samplers = {"before (--compare-with)": _sampler_class(args.compare_with)(model, tok), **samplers}
+    for policy in samplers.values():
+        policy.stop_ids = set()  # fixed-length generation so every side produces the same number of tokens
+
+    def timed(policy, batch, bucket):
         policy.bucket_by_length = bucket
+        sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+        sync()
         t0 = time.perf_counter()
-        policy.generate(prompts, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
-        bat_s = time.perf_counter() - t0
+        policy.generate(batch, args.rollout_tokens, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        sync()
+        return time.perf_counter() - t0
+
+    n = len(prompts) * args.rollout_tokens
+    mine = samplers["this tree"]
+    timed(mine, prompts[:1], False)  # warm-up (allocators, kernels)
+    seq_s = sum(timed(mine, [prompt], False) for prompt in prompts)
+    print(f"rollout  ({len(prompts)} prompts of {args.rollout_domain}, groups of {group}, {args.rollout_tokens} new tokens each, "
+          f"{model.device.type}) one at a time: {n / seq_s:,.1f} new tokens/s (baseline)")
+    for bucket in (False, True):
+        # the samplers alternate within each repeat, so a change of machine load hits both; best of repeats
+        best = {name: float("inf") for name in samplers}
+        for _ in range(args.repeats):
+            for name, policy in samplers.items():
+                best[name] = min(best[name], timed(policy, prompts, bucket))
         label = "batched, equal-length buckets" if bucket else "batched, left-padded"
-        print(f"rollout  {label} x{len(prompts)}: {n / bat_s:,.1f} new tokens/s ({seq_s / bat_s:.2f}x)")
-    policy.stop_ids = {eos}
+        for name, secs in best.items():
+            versus = f", {best[next(iter(best))] / secs:.2f}x the sampler before" if args.compare_with and name == "this tree" else ""
+            print(f"rollout  {label} x{len(prompts)}, {name}: {n / secs:,.1f} new tokens/s ({seq_s / secs:.2f}x one at a time{versus})")
 
 
 if __name__ == "__main__":

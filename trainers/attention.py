@@ -11,6 +11,9 @@ do NOT isolate episodes under SDPA or eager attention (only the flash-attention 
   one sequence of N tokens (padding is dropped, not computed) and ``cu_seq_lens_q/k`` +
   ``max_length_q/k`` are passed explicitly; the model must be loaded with
   ``attn_implementation="flash_attention_2"``.
+* ``torch_varlen`` (CUDA, fp16/bf16, no ``flash_attn`` needed): the same flattened input, through
+  PyTorch's own flash varlen kernel (``torch.nn.attention.varlen.varlen_attn``), registered in
+  transformers like ``sdpa_varlen``.
 * ``sdpa_varlen``: the same flattened input and ``cu_seqlens``, with an attention function registered
   in transformers that runs SDPA's fused causal kernel once per episode. Cost grows with the sum of
   squared episode lengths, not the squared row length, and no padding is computed. Without
@@ -32,9 +35,21 @@ from .packing import PackedBatch
 
 SDPA_VARLEN = "sopgym_sdpa_varlen"
 """The transformers ``attn_implementation`` name of the per-episode SDPA function (registered on import)."""
-BACKENDS = ("flash_varlen", "sdpa_varlen", "sdpa", "eager")
-VARLEN_BACKENDS = ("flash_varlen", "sdpa_varlen")
-HF_IMPLEMENTATION = {"flash_varlen": "flash_attention_2", "sdpa_varlen": SDPA_VARLEN, "sdpa": "sdpa", "eager": "eager"}
+TORCH_VARLEN = "sopgym_torch_varlen"
+"""The transformers ``attn_implementation`` name of PyTorch's flash varlen kernel (registered on import)."""
+BACKENDS = ("flash_varlen", "torch_varlen", "sdpa_varlen", "sdpa", "eager")
+"""Every backend the trainer offers (``model.attention`` also accepts ``auto``)."""
+CUDA_BACKENDS = ("flash_varlen", "torch_varlen")
+"""Flash kernels: CUDA and half-precision weights only."""
+VARLEN_BACKENDS = ("flash_varlen", "torch_varlen", "sdpa_varlen")
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+HF_IMPLEMENTATION = {
+    "flash_varlen": "flash_attention_2",
+    "torch_varlen": TORCH_VARLEN,
+    "sdpa_varlen": SDPA_VARLEN,
+    "sdpa": "sdpa",
+    "eager": "eager",
+}
 
 
 def sdpa_varlen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, cu_seq_lens_q=None, **kwargs):
@@ -66,12 +81,43 @@ def sdpa_varlen_attention(module, query, key, value, attention_mask, dropout=0.0
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
 
 
+def torch_varlen_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, cu_seq_lens_q=None, max_length_q=None, **kwargs):
+    """A transformers attention function over PyTorch's flash varlen kernel (CUDA, fp16/bf16).
+
+    ``query`` is ``[1, H, N, D]``, ``key``/``value`` ``[1, Hkv, N, D]``; returns ``[1, N, H, D]``.
+    Without ``cu_seq_lens_q`` (generation) it defers to transformers' SDPA function, masks included.
+    """
+    from torch.nn.attention.varlen import varlen_attn
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if cu_seq_lens_q is None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    if query.shape[0] != 1:
+        raise ValueError(f"torch_varlen expects one flattened row, got a batch of {query.shape[0]}")
+    if module.training and dropout > 0:
+        raise ValueError("torch_varlen does not implement attention dropout; use sdpa_varlen")
+    q_NHD, k_NHD, v_NHD = (x[0].transpose(0, 1).contiguous() for x in (query, key, value))
+    cu_S1 = cu_seq_lens_q.to(torch.int32)
+    max_len = int(max_length_q) if max_length_q is not None else int((cu_S1[1:] - cu_S1[:-1]).max())
+    out_NHD = varlen_attn(
+        q_NHD, k_NHD, v_NHD, cu_S1, cu_S1, max_len, max_len, scale=scaling, window_size=(-1, 0),
+        enable_gqa=q_NHD.shape[1] != k_NHD.shape[1],
+    )
+    return out_NHD[None], None
+
+
 def _varlen_mask(*args, **kwargs):
-    """Mask builder for ``SDPA_VARLEN``: none for packed training (segments isolate episodes), SDPA's
-    mask when a padding mask is given (batched generation)."""
+    """Mask builder for the varlen attention functions.
+
+    Packed training (no padding mask, queries = keys: the segments isolate the episodes) needs none.
+    Everything else gets SDPA's mask, in particular every decode step with a KV cache: a static cache
+    returns all of its pre-allocated slots, and without a mask a decode step would attend to the
+    unwritten (zero) ones.
+    """
     from transformers.masking_utils import sdpa_mask
 
-    if kwargs.get("attention_mask") is None:
+    q_length, kv_length = kwargs.get("q_length"), kwargs.get("kv_length")
+    if kwargs.get("attention_mask") is None and q_length is not None and q_length == kv_length:
         return None
     return sdpa_mask(*args, **kwargs)
 
@@ -82,6 +128,8 @@ def _register() -> None:
 
     AttentionInterface.register(SDPA_VARLEN, sdpa_varlen_attention)
     AttentionMaskInterface.register(SDPA_VARLEN, _varlen_mask)
+    AttentionInterface.register(TORCH_VARLEN, torch_varlen_attention)
+    AttentionMaskInterface.register(TORCH_VARLEN, _varlen_mask)
 
 
 _register()
@@ -91,19 +139,46 @@ def flash_attn_available() -> bool:
     return importlib.util.find_spec("flash_attn") is not None
 
 
-def select_backend(requested: str, device: torch.device | str) -> str:
-    """Resolve ``auto``: flash varlen when on CUDA and ``flash_attn`` imports, else SDPA with a block mask.
+def torch_varlen_available(device: torch.device | str) -> bool:
+    """PyTorch's flash varlen kernel: the function exists in this torch and the CUDA device runs flash (sm80+)."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    try:
+        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+    except ImportError:
+        return False
+    return torch.backends.cuda.is_flash_attention_available() and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def select_backend(requested: str, device: torch.device | str, dtype: torch.dtype = torch.float32) -> str:
+    """Resolve ``auto`` and check that a requested backend can run here.
+
+    ``auto``: on CUDA with half-precision weights, flash-attention varlen when ``flash_attn`` imports,
+    else PyTorch's own flash varlen kernel (``torch_varlen``); everywhere else (CPU, fp32 weights)
+    ``sdpa_varlen``. It never picks a flash kernel for fp32 weights and never a backend that builds a
+    dense ``[B, 1, T, T]`` mask (``sdpa``, ``eager``: on request only, the references the others are
+    tested against).
 
     Raises:
-        ValueError: ``flash_varlen`` requested where it cannot run.
+        ValueError: a backend requested where it cannot run (the message says what it needs).
     """
     is_cuda = torch.device(device).type == "cuda"
+    half = dtype in HALF_DTYPES
     if requested == "auto":
-        return "flash_varlen" if is_cuda and flash_attn_available() else "sdpa"
-    if requested == "flash_varlen" and not (is_cuda and flash_attn_available()):
-        raise ValueError("attention 'flash_varlen' needs a CUDA device and the flash_attn package")
+        if is_cuda and half and flash_attn_available():
+            return "flash_varlen"
+        if is_cuda and half and torch_varlen_available(device):
+            return "torch_varlen"
+        return "sdpa_varlen"
     if requested not in BACKENDS:
-        raise ValueError(f"unknown attention backend {requested!r}")
+        raise ValueError(f"model.attention must be one of {('auto', *BACKENDS)}, got {requested!r}")
+    if requested in CUDA_BACKENDS and not half:
+        raise ValueError(f"attention {requested!r} needs float16 or bfloat16 weights, got {dtype}")
+    if requested == "flash_varlen" and not (is_cuda and flash_attn_available()):
+        raise ValueError(f"attention 'flash_varlen' needs a CUDA device and the flash_attn package, got device {device}")
+    if requested == "torch_varlen" and not torch_varlen_available(device):
+        raise ValueError(f"attention 'torch_varlen' needs a CUDA device with flash support (sm80+), got device {device}")
     return requested
 
 

@@ -1,7 +1,11 @@
 """Typed training configuration: nested dataclasses, loaded from YAML with ``key.sub=value`` overrides.
 
-Every field documents the trade-off it controls. Invalid values and combinations raise ``ValueError``
-in ``__post_init__`` so a bad config fails before any model is built.
+Every field documents the trade-off it controls. Every field's type and range is checked when a
+section is built (the ranges sit next to the fields, in ``field(metadata=...)``), and combinations
+across sections when the whole config is built; all problems are collected and raised together as
+a ``ConfigError`` (a ``ValueError``), one line each, so a bad config fails before anything is built.
+``runtime_problems`` adds the checks that depend on the machine (device, registered env ids, local
+model paths); the command line prints both and exits with code 2.
 
 Example:
     >>> cfg = load_config("configs/demo-cpu.yaml", ["rollout.group_size=4", "steps=10"])
@@ -10,228 +14,428 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ADVANTAGES = ("grpo", "dr_grpo", "rloo", "passk")
-LOSSES = ("ppo_clip", "cispo", "is_reinforce")
-AGGREGATIONS = ("token", "sequence")
-ATTENTION = ("auto", "flash_varlen", "sdpa_varlen", "sdpa", "eager")
+"""Must equal the keys of ``advantages.ADVANTAGES`` (tested)."""
+LOSSES = ("ppo_clip", "cispo", "is_reinforce", "rloo")
+"""Must equal the keys of ``losses.LOSSES`` (tested)."""
+SEQUENCE_LOSSES = ("rloo",)
+AGGREGATIONS = ("token", "sequence", "fixed_length")
+"""Must equal ``losses.AGGREGATIONS`` (tested)."""
+KL_ESTIMATORS = ("k1", "k2", "k3")
+"""Must equal the keys of ``losses.KL_ESTIMATORS`` (tested)."""
+ATTENTION = ("auto", "flash_varlen", "torch_varlen", "sdpa_varlen", "sdpa", "eager")
+"""``auto`` plus ``attention.BACKENDS`` (tested)."""
+FLASH_ATTENTION = ("flash_varlen", "torch_varlen")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 WORKER_BACKENDS = ("inprocess", "ray")
 """Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""
+BEHAVIOUR_LOGP = ("trainer", "sampler")
+IS_MODES = ("none", "truncate", "mask")
+IS_LEVELS = ("token", "sequence", "geometric")
+DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+RUN_LENGTH_KEYS = ("steps", "eval_every", "checkpoint_every", "progress", "plot")
+"""Keys a resumed run may change: how long it goes and how often it stops to evaluate, checkpoint or
+report. None of them changes what a training step computes."""
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: ``problems`` holds one line per problem (also the message, joined)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def _spec(default: Any, **rules: Any) -> Any:
+    """A dataclass field with validation rules: ``ge``/``gt``/``le``/``lt`` bounds, ``choices``,
+    ``nonempty`` (strings), ``pattern`` (a compiled regex for strings, with ``pattern_desc``)."""
+    return field(default=default, metadata=rules)
+
+
+def _show(value: Any) -> str:
+    """``repr`` cut to 80 characters (a config value can be a whole pasted file)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _check_type(name: str, annotation: str, value: Any) -> tuple[Any, str | None]:
+    """``(value, None)`` when ``value`` fits ``annotation`` (coerced: YAML reads ``1e-3`` as text), else
+    ``(value, problem)``."""
+    optional = annotation.endswith("| None")
+    base = annotation.replace("| None", "").strip()
+    if value is None:
+        return (None, None) if optional else (value, f"{name}: expected {_base_desc(base)}, got null")
+    if base == "bool":
+        if isinstance(value, bool):
+            return value, None
+        return value, f"{name}: expected true or false, got {_show(value)} ({_type_name(value)})"
+    if base == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        hint = ""
+        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", value.strip()):
+            hint = " (YAML reads 1e12 as text: write the digits)"
+        return value, f"{name}: expected an integer, got {_show(value)} ({_type_name(value)}){hint}"
+    if base == "float":
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
+        if not math.isfinite(number):
+            return value, f"{name}: expected a finite number, got {_show(number)}"
+        return float(number), None
+    if base == "str":
+        if isinstance(value, str):
+            return value, None
+        return value, f"{name}: expected a string, got {_show(value)} ({_type_name(value)})"
+    if base == "list[str]":
+        if isinstance(value, str):
+            return value, f"{name}: expected a list of strings, got the string {_show(value)} (write [{value}])"
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return list(value), None
+        return value, f"{name}: expected a list of strings, got {_show(value)} ({_type_name(value)})"
+    if base == "dict[str, float]":
+        if isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for k, v in value.items()
+        ):
+            return {k: float(v) for k, v in value.items()}, None
+        return value, f"{name}: expected a mapping of names to numbers, got {_show(value)} ({_type_name(value)})"
+    if base == "dict[str, Any]":
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return dict(value), None
+        return value, f"{name}: expected a mapping with string keys, got {_show(value)} ({_type_name(value)})"
+    raise AssertionError(f"no type check for annotation {annotation!r} of {name}")
+
+
+def _base_desc(base: str) -> str:
+    return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
+            "list[str]": "a list of strings", "dict[str, Any]": "a mapping", "dict[str, float]": "a mapping of names to numbers"}.get(base, base)
+
+
+_BOUNDS = (("ge", ">=", lambda v, b: v >= b), ("gt", ">", lambda v, b: v > b), ("le", "<=", lambda v, b: v <= b), ("lt", "<", lambda v, b: v < b))
+
+
+def _check_rules(name: str, value: Any, rules: dict[str, Any]) -> str | None:
+    """The field's rules (``choices``, ``nonempty``, ``pattern``, bounds) applied to a well-typed value."""
+    if value is None:
+        return None
+    if "choices" in rules and value not in rules["choices"]:
+        close = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{name}: expected one of {', '.join(map(str, rules['choices']))}, got {_show(value)}{hint}"
+    if rules.get("nonempty") and isinstance(value, str) and not value.strip():
+        return f"{name}: expected a non-empty string, got {_show(value)}"
+    if "pattern" in rules and isinstance(value, str) and not rules["pattern"].fullmatch(value):
+        return f"{name}: expected {rules['pattern_desc']}, got {_show(value)}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if any(key in rules and not ok(value, rules[key]) for key, _, ok in _BOUNDS):
+            expected = " and ".join(f"{text} {rules[key]}" for key, text, _ in _BOUNDS if key in rules)
+            return f"{name}: expected a value {expected}, got {_show(value)}"
+    return None
+
+
+class _Section:
+    """Validation shared by the config sections: types and per-field rules, then ``_combinations``."""
+
+    SECTION = ""
+
+    def _prefix(self, name: str) -> str:
+        return f"{self.SECTION}.{name}" if self.SECTION else name
+
+    def problems(self) -> list[str]:
+        out: list[str] = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if f.type in _NESTED:
+                out.extend(self._nested(f.name, _NESTED[f.type]))
+                continue
+            if dataclasses.is_dataclass(f.type) or f.type in _SECTION_NAMES:
+                continue
+            value, problem = _check_type(self._prefix(f.name), str(f.type), getattr(self, f.name))
+            if problem is None:
+                object.__setattr__(self, f.name, value)
+                problem = _check_rules(self._prefix(f.name), value, dict(f.metadata))
+            if problem is not None:
+                out.append(problem)
+        if not out:
+            out.extend(self._combinations())
+        return out
+
+    def _nested(self, name: str, cls: type) -> list[str]:
+        """Build the sub-section ``name`` (given as a mapping) in place; its problems, prefixed."""
+        value = getattr(self, name)
+        if isinstance(value, cls):
+            return []
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            return [f"{self._prefix(name)}: expected a section (a mapping), got {_show(value)} ({_type_name(value)})"]
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        problems = _unknown(value, allowed, f"{self._prefix(name)}.")
+        try:
+            object.__setattr__(self, name, cls(**{k: v for k, v in value.items() if k in allowed}))
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        return problems
+
+    def _combinations(self) -> list[str]:
+        return []
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ConfigError(problems)
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(_Section):
+    SECTION = "model"
+
     name_or_path: str | None = None
     """A Hugging Face model id or a local directory (``save_pretrained`` output). None: build a small
     Llama from scratch with the ``scratch_*`` fields and the tokenizer from ``tokenizer``."""
-    tokenizer: str | None = None
+    tokenizer: str | None = _spec(None, nonempty=True)
     """Tokenizer path; None with ``name_or_path`` uses the model's. ``"bpe"`` trains a byte-level BPE
     offline on the domains' texts (the CPU demo); it is saved under the run directory."""
-    bpe_vocab_size: int = 2048
+    bpe_vocab_size: int = _spec(2048, ge=264, le=1_000_000)
     """Vocabulary of the offline BPE: larger compresses episodes more but costs embedding parameters."""
-    scratch_hidden_size: int = 64
-    scratch_num_layers: int = 2
-    scratch_num_heads: int = 4
-    scratch_num_kv_heads: int = 4
+    bpe_split_digits: bool = False
+    """Isolate every digit before BPE merges (as Llama and Qwen2 tokenizers do): identifiers become digit
+    sequences over a ten-token alphabet, which a small model copies far more easily than multi-digit
+    pieces that each occur rarely; episodes get longer (more tokens per identifier). Only with
+    ``tokenizer: bpe``."""
+    scratch_hidden_size: int = _spec(64, ge=8, le=65536)
+    scratch_num_layers: int = _spec(2, ge=1, le=1024)
+    scratch_num_heads: int = _spec(4, ge=1, le=1024)
+    scratch_num_kv_heads: int = _spec(4, ge=1, le=1024)
     """Grouped-query attention: fewer KV heads shrink the KV cache, but on CPU (torch 2.13 SDPA) training
     with 1 KV head of 4 ran ~7x slower in our demo than with 4, so the demo keeps them equal."""
-    scratch_intermediate_size: int = 128
-    dtype: str = "float32"
+    scratch_intermediate_size: int = _spec(128, ge=1, le=1 << 20)
+    dtype: str = _spec("float32", choices=DTYPES)
     """Parameter dtype. bfloat16 halves memory on GPU; CPU runs and exactness tests want float32."""
-    attention: str = "auto"
-    """``auto`` picks flash-attention varlen on CUDA when ``flash_attn`` imports, else SDPA with a block mask.
-    ``sdpa_varlen`` drops padding and runs causal SDPA per episode (the CPU analogue of flash varlen; see
-    trainers/attention.py and docs/benchmarks.md)."""
+    attention: str = _spec("auto", choices=ATTENTION)
+    """``auto``: on CUDA with bf16/fp16 weights flash-attention varlen when ``flash_attn`` imports, else
+    PyTorch's own flash varlen kernel (``torch_varlen``); otherwise (CPU, fp32) ``sdpa_varlen``, which
+    drops padding and runs causal SDPA per episode. It never picks a backend that builds a dense
+    ``[B, 1, T, T]`` mask (``sdpa``, ``eager``: the references, on request). See trainers/attention.py."""
     gradient_checkpointing: bool = False
     """Trades ~30% more compute for activation memory; useful for 1.5B+ models on one GPU."""
 
-    def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"model.dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if self.attention not in ATTENTION:
-            raise ValueError(f"model.attention must be one of {ATTENTION}, got {self.attention!r}")
+    def _combinations(self) -> list[str]:
+        out = []
+        if self.bpe_split_digits and self.tokenizer != "bpe":
+            out.append(f"model.bpe_split_digits: true needs model.tokenizer 'bpe', got {_show(self.tokenizer)}")
         if self.name_or_path is None and self.tokenizer is None:
-            raise ValueError("model.tokenizer is required when model.name_or_path is None (use 'bpe')")
+            out.append("model.tokenizer: expected a tokenizer ('bpe' or a path) when model.name_or_path is null, got null")
+        if self.name_or_path is not None and not self.name_or_path.strip():
+            out.append(f"model.name_or_path: expected a model id or directory, got {self.name_or_path!r}")
         if self.scratch_hidden_size % self.scratch_num_heads or self.scratch_num_heads % self.scratch_num_kv_heads:
-            raise ValueError("model.scratch_hidden_size must be divisible by scratch_num_heads, and that by scratch_num_kv_heads")
+            out.append(
+                f"model.scratch_hidden_size ({self.scratch_hidden_size}) must be divisible by scratch_num_heads "
+                f"({self.scratch_num_heads}), and that by scratch_num_kv_heads ({self.scratch_num_kv_heads})"
+            )
+        if self.attention in FLASH_ATTENTION and self.dtype not in ("bfloat16", "float16"):
+            out.append(f"model.attention: {self.attention!r} runs flash kernels, which need model.dtype bfloat16 or float16, got {self.dtype!r}")
+        return out
 
 
 @dataclass
-class EnvWorkersConfig:
+class EnvWorkersConfig(_Section):
     """Where the envs (and their sandboxes) run while the policy generates."""
 
-    backend: str = "inprocess"
+    SECTION = "env.workers"
+
+    backend: str = _spec("inprocess", choices=WORKER_BACKENDS)
     """``inprocess``: in the trainer's process, stepped one after another (no extra dependency).
     ``ray``: in ``num_workers`` Ray actors that step their envs in parallel (``pip install 'sopgym[ray]'``).
     Ray pays off when a step costs real time (Docker sandboxes, slow tools) or the envs must run on
     other hosts than the GPUs; for cheap in-process envs each round's round trip costs more than it
     saves (docs/scaling.md has the measured ratios)."""
-    num_workers: int = 2
+    num_workers: int = _spec(2, ge=1, le=1_000_000)
     """Ray actors; each owns the envs of every ``num_workers``-th episode slot. More workers step more
     envs at once, up to the CPUs available; a worker that dies costs only its own running episodes
     (ended as ``env_lost`` infrastructure failures: excluded from advantages, counted in
     ``rollout/infrastructure_failures``), and it is replaced."""
-    address: str | None = None
+    address: str | None = _spec(None, nonempty=True)
     """null: start Ray on this machine (loopback only, stopped at the end of the run). ``auto``: the
     cluster this machine joined with ``ray start``; ``host:6379`` or ``ray://host:10001``: that cluster,
     whose nodes need the same sopgym (and domain data) installed."""
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float = _spec(1.0, ge=0.0, le=1e6)
     """Logical CPUs each worker reserves in Ray's scheduler. Fractions pack several workers per core,
     which suits envs that mostly wait on their sandboxes."""
     resources: dict[str, float] = field(default_factory=dict)
     """Custom Ray resources each worker needs, e.g. ``{env_host: 1}`` to place the workers only on the
     nodes started with ``ray start --resources '{"env_host": 8}'`` (the hosts with Docker)."""
 
-    def __post_init__(self) -> None:
-        if self.backend not in WORKER_BACKENDS:
-            raise ValueError(f"env.workers.backend must be one of {WORKER_BACKENDS}, got {self.backend!r}")
-        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
-            raise ValueError(f"env.workers.num_workers must be an integer >= 1, got {self.num_workers!r}")
-        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ValueError(f"env.workers.address must be null or a Ray address (auto, host:port, ray://host:port), got {self.address!r}")
+    def _combinations(self) -> list[str]:
+        out = []
         if self.address is not None and self.backend != "ray":
-            raise ValueError(f"env.workers.address is set ({self.address!r}) but env.workers.backend is {self.backend!r}, expected 'ray'")
-        if isinstance(self.cpus_per_worker, bool) or not isinstance(self.cpus_per_worker, (int, float)) or self.cpus_per_worker < 0:
-            raise ValueError(f"env.workers.cpus_per_worker must be a number >= 0, got {self.cpus_per_worker!r}")
-        if not isinstance(self.resources, dict) or not all(
-            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float)) and v >= 0 for k, v in self.resources.items()
-        ):
-            raise ValueError(f"env.workers.resources must map resource names to numbers >= 0, got {self.resources!r}")
+            out.append(f"env.workers.address: set to {_show(self.address)}, which needs env.workers.backend 'ray', got {self.backend!r}")
+        negative = {k: v for k, v in self.resources.items() if v < 0}
+        if negative:
+            out.append(f"env.workers.resources: expected amounts >= 0, got {_show(negative)}")
+        return out
 
 
 @dataclass
-class EnvConfig:
+class EnvConfig(_Section):
+    SECTION = "env"
+
     env_ids: list[str] = field(default_factory=list)
     """Gymnasium ids of authored domains to train on (``sopgym/<Domain>-v0``); tasks alternate over them."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra kwargs for ``gymnasium.make`` (e.g. ``reward: dense``)."""
-    train_split: str = "train"
-    val_split: str = "val"
-    max_turns: int = 8
+    train_split: str = _spec("train", nonempty=True)
+    val_split: str = _spec("val", nonempty=True)
+    max_turns: int = _spec(8, ge=1, le=10_000)
     """Turn cap per episode; hitting it truncates with cause ``max_turns``."""
-    max_context: int = 2048
+    max_context: int = _spec(2048, ge=16, le=10_000_000)
     """Token cap per episode (prompt + all turns); the env and the trainer both enforce it."""
-    max_tool_output_chars: int = 2000
+    max_tool_output_chars: int = _spec(2000, ge=16, le=10_000_000)
     allow_restricted_training: bool = False
     """Train on a domain whose ``training_allowed`` is False. Recorded in MLflow when used. Never for SOP-Bench."""
     workers: EnvWorkersConfig = field(default_factory=EnvWorkersConfig)
     """Where the envs run: in-process (default) or on Ray env workers (``{backend: ray, num_workers: N}``)."""
 
-    def __post_init__(self) -> None:
-        if isinstance(self.workers, dict):
-            allowed = {f.name for f in dataclasses.fields(EnvWorkersConfig)}
-            bad = set(self.workers) - allowed
-            if bad:
-                raise ValueError(f"unknown keys in env.workers: {sorted(bad)} (expected some of {sorted(allowed)})")
-            self.workers = EnvWorkersConfig(**_coerce(EnvWorkersConfig, self.workers))
-        elif not isinstance(self.workers, EnvWorkersConfig):
-            raise ValueError(f"env.workers must be a mapping, got {self.workers!r}")
+    def _combinations(self) -> list[str]:
+        out = []
         if not self.env_ids:
-            raise ValueError("env.env_ids must name at least one environment")
+            out.append("env.env_ids: expected at least one environment id, got none")
         for env_id in self.env_ids:
             if "sopbench" in env_id.lower():
-                raise ValueError(f"refusing to train on SOP-Bench data ({env_id}); use an authored domain")
-        if self.max_turns < 1 or self.max_context < 16:
-            raise ValueError("env.max_turns must be >= 1 and env.max_context >= 16")
+                out.append(f"env.env_ids: refusing to train on SOP-Bench data ({env_id}); use an authored domain")
+        return out
 
 
 @dataclass
-class RolloutConfig:
-    batch_size: int = 4
+class RolloutConfig(_Section):
+    SECTION = "rollout"
+
+    batch_size: int = _spec(4, ge=1, le=1_000_000)
     """Tasks per RL step. Each contributes ``group_size`` episodes."""
-    group_size: int = 4
-    """Rollouts per task (same seed, same starting state). Larger groups give lower-variance advantages."""
-    max_new_tokens: int = 128
+    group_size: int = _spec(4, ge=2, le=1_000_000)
+    """Rollouts per task (same seed, same starting state). Larger groups give lower-variance advantages;
+    a group of one has no baseline (its advantage is 0), hence >= 2."""
+    max_new_tokens: int = _spec(128, ge=1, le=10_000_000)
     """Per-turn generation cap; hitting it is counted as a token-cap truncation."""
-    temperature: float = 1.0
+    temperature: float = _spec(1.0, gt=0.0, le=100.0)
     """Sampling temperature; the training log-probs use the same temperature so ratios stay consistent."""
-    top_p: float = 1.0
+    top_p: float = _spec(1.0, gt=0.0, le=1.0)
     """Nucleus sampling. Behaviour log-probs are taken before the top-p cut (documented simplification)."""
-    eval_temperature: float = 0.0
+    eval_temperature: float = _spec(0.0, ge=0.0, le=100.0)
     """0 = greedy decoding for held-out evaluation."""
 
-    def __post_init__(self) -> None:
-        if self.batch_size < 1 or self.group_size < 1:
-            raise ValueError("rollout.batch_size and rollout.group_size must be >= 1")
-        if self.temperature <= 0:
-            raise ValueError("rollout.temperature must be > 0 (use eval_temperature=0 for greedy evaluation)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError("rollout.top_p must be in (0, 1]")
-        if self.max_new_tokens < 1 or self.eval_temperature < 0:
-            raise ValueError("rollout.max_new_tokens must be >= 1 and eval_temperature >= 0")
-
 
 @dataclass
-class AlgoConfig:
-    advantage: str = "grpo"
+class AlgoConfig(_Section):
+    SECTION = "algo"
+
+    advantage: str = _spec("grpo", choices=ADVANTAGES)
     """Estimator from ``advantages.ADVANTAGES``: grpo (mean/std), dr_grpo (mean only), rloo, passk."""
-    passk_k: int = 2
+    passk_k: int = _spec(2, ge=1, le=1_000_000)
     """k of the pass@k advantage (<= group_size)."""
     component_norm: bool = False
     """Normalise each reward component within its group before summing (helps when scales differ)."""
-    loss: str = "ppo_clip"
-    """Objective from ``losses.LOSSES``: ppo_clip, cispo, is_reinforce."""
-    aggregation: str = "token"
-    """token: every valid token weighs the same; sequence: every episode weighs the same."""
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    loss: str = _spec("ppo_clip", choices=LOSSES)
+    """Objective from ``losses.LOSSES``: ppo_clip, cispo, is_reinforce, or rloo (REINFORCE on each
+    episode's summed log-prob, the RLOO paper's; needs ``aggregation: sequence`` and one update per step)."""
+    aggregation: str = _spec("token", choices=AGGREGATIONS)
+    """token: every valid token weighs the same; sequence: every episode weighs the same; fixed_length
+    (Dr. GRPO): each episode's token sum over a constant (``aggregation_length``), so the length of
+    an answer does not change the weight of its tokens."""
+    aggregation_length: int | None = _spec(None, ge=1, le=100_000_000)
+    """The constant of ``fixed_length``; null: the most policy tokens an episode can hold
+    (``env.max_turns * rollout.max_new_tokens``)."""
+    clip_low: float = _spec(0.2, ge=0.0, le=1.0)
+    clip_high: float = _spec(0.2, ge=0.0, le=1000.0)
     """Clip range [1-clip_low, 1+clip_high] of the ratio (PPO) or of the detached IS weight (CISPO)."""
-    kl_coef: float = 0.0
-    """Weight of a k3 KL penalty to a frozen copy of the initial model; 0 skips the reference model."""
+    kl_coef: float = _spec(0.0, ge=0.0, le=1000.0)
+    """Weight of a KL penalty to a frozen copy of the initial model; 0 skips the reference model."""
+    kl_estimator: str = _spec("k3", choices=KL_ESTIMATORS)
+    """k1, k2 or k3 (see losses.py). As a loss, k2's expected gradient is that of KL(policy || ref),
+    k3's that of KL(ref || policy), and k1's is zero."""
+    behaviour_logp: str = _spec("trainer", choices=BEHAVIOUR_LOGP)
+    """Behaviour log-probs of the losses' ratios: ``trainer`` recomputes them with the training forward
+    (packed, same attention path) before the update, so numerical differences between the cached
+    sampler and the training forward (bf16: up to 0.11 in ratio) are not clipped as if they were
+    policy change; ``sampler`` uses the log-probs recorded while sampling (no extra forward)."""
+    is_correction: str = _spec("none", choices=IS_MODES)
+    """Correct for the sampler not being the trainer (needs ``behaviour_logp: trainer``): ``truncate``
+    weighs each token by ``min(pi_trainer / pi_sampler, is_cap)`` (truncated importance sampling);
+    ``mask`` drops tokens (or episodes, by ``is_level``) whose ratio leaves ``[is_low, is_high]``."""
+    is_level: str = _spec("token", choices=IS_LEVELS)
+    """Ratio per token, per episode (product) or per episode as the geometric mean of its tokens'."""
+    is_cap: float = _spec(2.0, ge=1.0, le=1e6)
+    is_low: float = _spec(0.5, gt=0.0, le=1.0)
+    is_high: float = _spec(2.0, ge=1.0, le=1e6)
     filter_zero_variance: bool = False
     """Drop groups whose rewards are all equal (they carry no signal under group baselines)."""
-    ppo_epochs: int = 1
-    num_minibatches: int = 1
+    ppo_epochs: int = _spec(1, ge=1, le=1000)
+    num_minibatches: int = _spec(1, ge=1, le=1_000_000)
     """Optimiser steps per RL step = ppo_epochs * num_minibatches. More reuse of samples, more off-policy."""
 
-    def __post_init__(self) -> None:
-        if self.advantage not in ADVANTAGES:
-            raise ValueError(f"algo.advantage must be one of {ADVANTAGES}, got {self.advantage!r}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"algo.loss must be one of {LOSSES}, got {self.loss!r}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"algo.aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}")
-        if self.clip_low < 0 or self.clip_high < 0 or self.kl_coef < 0:
-            raise ValueError("algo.clip_low, algo.clip_high and algo.kl_coef must be >= 0")
-        if self.ppo_epochs < 1 or self.num_minibatches < 1 or self.passk_k < 1:
-            raise ValueError("algo.ppo_epochs, algo.num_minibatches and algo.passk_k must be >= 1")
+    def _combinations(self) -> list[str]:
+        out = []
+        if self.loss in SEQUENCE_LOSSES and self.aggregation != "sequence":
+            out.append(f"algo.aggregation: loss {self.loss!r} is a sequence-level objective and needs 'sequence', got {self.aggregation!r}")
+        if self.loss in SEQUENCE_LOSSES and (self.ppo_epochs, self.num_minibatches) != (1, 1):
+            out.append(
+                f"algo.loss: {self.loss!r} is on-policy REINFORCE (one update per step), got ppo_epochs="
+                f"{self.ppo_epochs} and num_minibatches={self.num_minibatches}"
+            )
+        if self.is_correction != "none" and self.behaviour_logp != "trainer":
+            out.append(f"algo.is_correction: {self.is_correction!r} corrects sampler vs trainer and needs behaviour_logp 'trainer', got {self.behaviour_logp!r}")
+        return out
 
 
 @dataclass
-class OptimConfig:
-    lr: float = 1e-5
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.95
-    warmup_steps: int = 0
+class OptimConfig(_Section):
+    SECTION = "optim"
+
+    lr: float = _spec(1e-5, gt=0.0, le=10.0)
+    weight_decay: float = _spec(0.0, ge=0.0, le=10.0)
+    beta1: float = _spec(0.9, ge=0.0, lt=1.0)
+    beta2: float = _spec(0.95, ge=0.0, lt=1.0)
+    warmup_steps: int = _spec(0, ge=0, le=100_000_000)
     """Linear warm-up in optimiser steps, then constant."""
-    grad_clip: float = 1.0
+    grad_clip: float = _spec(1.0, ge=0.0, le=1e9)
     """Global grad-norm clip; 0 disables."""
-    row_tokens: int = 2048
-    """Length of a packed row. Must hold the longest episode (>= env.max_context)."""
-    rows_per_micro_batch: int = 4
+    row_tokens: int = _spec(4096, ge=8, le=100_000_000)
+    """Length of a packed row. Must hold the longest episode: ``env.max_context`` + one turn
+    (``rollout.max_new_tokens``) + the chat template's overhead, measured once the tokenizer exists."""
+    rows_per_micro_batch: int = _spec(4, ge=1, le=1_000_000)
     """Rows per forward/backward; gradients accumulate over micro-batches (exactly, see losses.py)."""
 
-    def __post_init__(self) -> None:
-        if self.lr <= 0 or self.row_tokens < 8 or self.rows_per_micro_batch < 1:
-            raise ValueError("optim.lr must be > 0, optim.row_tokens >= 8, optim.rows_per_micro_batch >= 1")
-        if self.grad_clip < 0 or self.warmup_steps < 0:
-            raise ValueError("optim.grad_clip and optim.warmup_steps must be >= 0")
-
 
 @dataclass
-class SFTConfig:
-    num_episodes: int = 0
+class SFTConfig(_Section):
+    SECTION = "sft"
+
+    num_episodes: int = _spec(0, ge=0, le=100_000_000)
     """Oracle trajectories for the supervised warm start; 0 skips SFT."""
-    epochs: int = 1
-    lr: float = 1e-3
-    batch_episodes: int = 16
+    epochs: int = _spec(1, ge=1, le=10_000)
+    lr: float = _spec(1e-3, gt=0.0, le=10.0)
+    batch_episodes: int = _spec(16, ge=1, le=1_000_000)
     """Episodes per optimiser step."""
-    context_loss_weight: float = 0.0
+    context_loss_weight: float = _spec(0.0, ge=0.0, le=1e6)
     """Weight of a next-token loss on the other tokens of the demonstrations (prompt, tool results),
     averaged over them, next to the policy tokens' loss. For a model trained from scratch this is its
     language-model pretraining on the domain's transcripts: tool results repeat the case's IDs and
@@ -241,55 +445,31 @@ class SFTConfig:
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
 
-    def __post_init__(self) -> None:
-        if self.num_episodes < 0 or self.epochs < 1 or self.lr <= 0 or self.batch_episodes < 1:
-            raise ValueError("sft.num_episodes >= 0, sft.epochs >= 1, sft.lr > 0, sft.batch_episodes >= 1")
-        if self.context_loss_weight < 0:
-            raise ValueError(f"sft.context_loss_weight must be >= 0, got {self.context_loss_weight}")
-
 
 @dataclass
-class TrackingConfig:
-    tracking_uri: str | None = None
+class TrackingConfig(_Section):
+    SECTION = "tracking"
+
+    tracking_uri: str | None = _spec(None, nonempty=True)
     """None: an embedded SQLite store at ``<run_dir>/mlflow.db``. Any MLflow URI otherwise."""
-    experiment: str = "sopgym"
+    experiment: str = _spec("sopgym", nonempty=True)
     run_name: str | None = None
     enabled: bool = True
 
 
 @dataclass
-class TrainConfig:
-    env: EnvConfig
-    model: ModelConfig
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    seed: int = 0
-    steps: int = 10
-    """RL steps (each: rollouts of batch_size x group_size episodes, then optimisation)."""
-    run_dir: str = "runs/default"
-    device: str = "auto"
-    """auto: cuda when available, else cpu."""
-    eval_every: int = 0
-    """Held-out evaluation every N RL steps (and before/after training); 0 only before/after."""
-    eval_num_tasks: int = 16
-    checkpoint_every: int = 0
-    """Checkpoint every N steps (and at the end); 0: only at the end."""
-    plot: bool = True
-    """Write reward/success curves to ``<run_dir>/curves.png``."""
-    progress: bool = True
+class AlarmsConfig(_Section):
+    SECTION = "alarms"
 
-    def __post_init__(self) -> None:
-        if self.steps < 0 or self.eval_every < 0 or self.checkpoint_every < 0 or self.eval_num_tasks < 0:
-            raise ValueError("steps, eval_every, checkpoint_every and eval_num_tasks must be >= 0")
-        if self.optim.row_tokens < self.env.max_context:
-            raise ValueError("optim.row_tokens must be >= env.max_context so every episode fits in one row")
-        if self.algo.advantage == "passk" and self.algo.passk_k > self.rollout.group_size:
-            raise ValueError("algo.passk_k must be <= rollout.group_size")
-        if self.algo.num_minibatches > self.rollout.batch_size * self.rollout.group_size:
-            raise ValueError("algo.num_minibatches must be <= batch_size * group_size")
+    divergence_window: int = _spec(3, ge=2, le=10_000)
+    """Held-out evaluations the divergence alarm looks back over: it fires when the training reward
+    rose and held-out success fell across the last ``divergence_window`` evaluations."""
+    truncation_rate: float = _spec(0.05, ge=0.0, le=1.0)
+    """The truncation alarm fires when more than this share of a step's episodes were truncated by any
+    cause (turn cap, context budget, a turn cut by max_new_tokens, a sandbox failure)."""
+    zero_variance_share: float = _spec(0.5, ge=0.0, le=1.0)
+    """The zero-variance alarm fires when a reward component (or the total) has zero variance in more
+    than this share of a step's groups: those groups give that component no learning signal."""
 
 
 _SECTIONS = {
@@ -300,79 +480,228 @@ _SECTIONS = {
     "optim": OptimConfig,
     "sft": SFTConfig,
     "tracking": TrackingConfig,
+    "alarms": AlarmsConfig,
 }
+_SECTION_NAMES = {cls.__name__ for cls in _SECTIONS.values()}
+_NESTED = {"EnvWorkersConfig": EnvWorkersConfig}
+"""Sections inside sections, by annotation: built from their mapping by the enclosing section."""
+
+
+@dataclass
+class TrainConfig(_Section):
+    env: EnvConfig
+    model: ModelConfig
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    alarms: AlarmsConfig = field(default_factory=AlarmsConfig)
+    seed: int = _spec(0, ge=0, le=2**31 - 1)
+    steps: int = _spec(10, ge=0, le=100_000_000)
+    """RL steps (each: rollouts of batch_size x group_size episodes, then optimisation)."""
+    run_dir: str = _spec("runs/default", nonempty=True)
+    device: str = _spec("auto", pattern=DEVICE_RE, pattern_desc="auto, cpu, mps, cuda or cuda:N")
+    """auto: cuda when available, else cpu."""
+    eval_every: int = _spec(0, ge=0, le=100_000_000)
+    """Held-out evaluation every N RL steps (and before/after training); 0 only before/after."""
+    eval_num_tasks: int = _spec(16, ge=0, le=100_000_000)
+    checkpoint_every: int = _spec(0, ge=0, le=100_000_000)
+    """Checkpoint every N steps (and at the end, and on SIGTERM); 0: only at the end."""
+    plot: bool = True
+    """Write reward/success curves to ``<run_dir>/curves.png``."""
+    progress: bool = True
+
+    def _combinations(self) -> list[str]:
+        out = []
+        one_turn = self.env.max_context + self.rollout.max_new_tokens
+        if self.optim.row_tokens < one_turn:
+            out.append(
+                f"optim.row_tokens: expected >= env.max_context + rollout.max_new_tokens = {one_turn} so every episode "
+                f"fits in one row (plus the template overhead, checked once the tokenizer exists), got {self.optim.row_tokens}"
+            )
+        if self.rollout.max_new_tokens > self.env.max_context:
+            out.append(f"rollout.max_new_tokens: expected <= env.max_context ({self.env.max_context}), got {self.rollout.max_new_tokens}")
+        if self.algo.advantage == "passk" and self.algo.passk_k > self.rollout.group_size:
+            out.append(f"algo.passk_k: expected <= rollout.group_size ({self.rollout.group_size}), got {self.algo.passk_k}")
+        episodes = self.rollout.batch_size * self.rollout.group_size
+        if self.algo.num_minibatches > episodes:
+            out.append(f"algo.num_minibatches: expected <= batch_size * group_size ({episodes}), got {self.algo.num_minibatches}")
+        return out
 
 
 def _parse_value(text: str) -> Any:
     import yaml
 
-    return yaml.safe_load(text)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``a.b=value`` strings (values parsed as YAML) to a nested dict, in place.
 
     Raises:
-        ValueError: an override without ``=`` or naming an unknown section or field.
+        ConfigError: an override without ``=`` or that goes through a key that is not a section.
     """
+    problems = []
     for item in overrides:
         if "=" not in item:
-            raise ValueError(f"override {item!r} is not key=value")
+            problems.append(f"override {item!r}: expected key=value")
+            continue
         key, text = item.split("=", 1)
         parts = key.strip().split(".")
         node = raw
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise ValueError(f"override {item!r}: {part} is not a section")
-        node[parts[-1]] = _parse_value(text)
+                problems.append(f"override {item!r}: {part} is not a section")
+                break
+        else:
+            node[parts[-1]] = _parse_value(text)
+    if problems:
+        raise ConfigError(problems)
     return raw
 
 
-def _coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
-    """YAML reads ``1e-3`` as a string and ``1`` as an int: convert them for float fields."""
-    out = dict(values)
-    for f in dataclasses.fields(cls):
-        if f.name in out and f.type == "float" and isinstance(out[f.name], (str, int)) and not isinstance(out[f.name], bool):
-            try:
-                out[f.name] = float(out[f.name])
-            except ValueError as exc:
-                raise ValueError(f"{cls.__name__}.{f.name} must be a number, got {out[f.name]!r}") from exc
+def _unknown(keys, allowed, where: str) -> list[str]:
+    out = []
+    for key in sorted(map(str, keys)):
+        if key not in allowed:
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (expected one of {', '.join(sorted(allowed))})"
+            out.append(f"{where}{key}: unknown key{hint}")
     return out
 
 
-def config_from_dict(raw: dict[str, Any]) -> TrainConfig:
-    """Build a TrainConfig, rejecting unknown keys so typos do not pass silently."""
+def config_from_dict(raw: Any) -> TrainConfig:
+    """Build a TrainConfig, checking every section and field; unknown keys are rejected.
+
+    Raises:
+        ConfigError: every problem found, one line each.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError([f"config: expected a mapping of sections, got {_type_name(raw)}"])
     top_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    unknown = set(raw) - top_fields
-    if unknown:
-        raise ValueError(f"unknown config keys: {sorted(unknown)}")
+    problems = _unknown(raw, top_fields, "")
     kwargs: dict[str, Any] = {}
-    for name, value in raw.items():
-        if name in _SECTIONS:
-            cls = _SECTIONS[name]
-            allowed = {f.name for f in dataclasses.fields(cls)}
-            bad = set(value or {}) - allowed
-            if bad:
-                raise ValueError(f"unknown keys in {name}: {sorted(bad)}")
-            kwargs[name] = cls(**_coerce(cls, value or {}))
-        else:
-            kwargs[name] = value
-    if "env" not in kwargs or "model" not in kwargs:
-        raise ValueError("config needs 'env' and 'model' sections")
+    for name, cls in _SECTIONS.items():
+        value = raw.get(name)
+        if name not in raw:
+            if name in ("env", "model"):
+                problems.append(f"{name}: expected a section, got none (the config needs 'env' and 'model')")
+            continue
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            problems.append(f"{name}: expected a section (a mapping), got {value!r} ({_type_name(value)})")
+            continue
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        problems.extend(_unknown(value, allowed, f"{name}."))
+        try:
+            kwargs[name] = cls(**{k: v for k, v in value.items() if k in allowed})
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    for name in top_fields - set(_SECTIONS):
+        if name in raw:
+            kwargs[name] = raw[name]
+    if problems:  # the top-level fields are still checked, so one run reports everything it can
+        for f in dataclasses.fields(TrainConfig):
+            if f.name in _SECTIONS or f.name not in raw:
+                continue
+            value, problem = _check_type(f.name, str(f.type), raw[f.name])
+            problem = problem or _check_rules(f.name, value, dict(f.metadata))
+            if problem:
+                problems.append(problem)
+        raise ConfigError(problems)
     return TrainConfig(**kwargs)
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
-    """Read a YAML config (or start empty when ``path`` is None) and apply overrides."""
+    """Read a YAML config (or start empty when ``path`` is None) and apply overrides.
+
+    Raises:
+        ConfigError: an unreadable file, invalid YAML, or every problem ``config_from_dict`` finds.
+    """
     import yaml
 
-    raw = yaml.safe_load(Path(path).read_text()) if path else {}
-    return config_from_dict(apply_overrides(raw or {}, list(overrides or [])))
+    raw: Any = {}
+    if path:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError([f"config file {str(path)!r}: cannot read it ({exc.strerror or exc})"]) from exc
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            line = f" at line {where.line + 1}" if where is not None else ""
+            raise ConfigError([f"config file {str(path)!r}: invalid YAML{line}: {getattr(exc, 'problem', None) or exc}"]) from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError([f"config file {str(path)!r}: expected a mapping of sections, got {_type_name(raw)}"])
+    return config_from_dict(apply_overrides(raw, list(overrides or [])))
+
+
+def runtime_problems(cfg: TrainConfig, check_env_ids: bool = True) -> list[str]:
+    """What this machine cannot run of ``cfg``: the device, unregistered env ids, a local model or
+    tokenizer path that does not exist, a flash backend without its kernel. Checked before anything runs.
+
+    Args:
+        check_env_ids: False when the caller provides its own env factory.
+    """
+    out = []
+    import torch
+
+    device = cfg.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        out.append(f"device: {device!r} requested but torch sees no CUDA device (use cpu or auto)")
+    elif device.startswith("cuda:") and int(device.split(":")[1]) >= torch.cuda.device_count():
+        out.append(f"device: expected an index < {torch.cuda.device_count()}, got {device!r}")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        out.append("device: 'mps' requested but it is not available here")
+    if check_env_ids:
+        import gymnasium
+
+        import sopgym  # noqa: F401  (registers the sopgym/* ids)
+
+        registered = set(gymnasium.registry)
+        for env_id in cfg.env.env_ids:
+            if env_id not in registered:
+                close = difflib.get_close_matches(env_id, sorted(registered), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                out.append(f"env.env_ids: {env_id!r} is not a registered environment{hint}")
+    for name in ("name_or_path", "tokenizer"):
+        value = getattr(cfg.model, name)
+        if value and value != "bpe" and _looks_local(value) and not Path(value).exists():
+            out.append(f"model.{name}: {value!r} looks like a local path but does not exist")
+    if cfg.model.attention in FLASH_ATTENTION:
+        from . import attention
+        from .modeling import DTYPES as TORCH_DTYPES
+        from .modeling import resolve_device
+
+        if not out:
+            try:
+                attention.select_backend(cfg.model.attention, resolve_device(device), TORCH_DTYPES[cfg.model.dtype])
+            except ValueError as exc:
+                out.append(f"model.attention: {exc}")
+    return out
+
+
+def _looks_local(value: str) -> bool:
+    return value.startswith((".", "/", "~")) or value.count("/") > 1 or Path(value).exists()
 
 
 def config_to_dict(cfg: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(cfg)
+
+
+def differing_keys(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between two ``config_to_dict`` outputs (missing counts as differing)."""
+    fa, fb = flatten(a), flatten(b)
+    return sorted(k for k in set(fa) | set(fb) if fa.get(k, dataclasses.MISSING) != fb.get(k, dataclasses.MISSING))
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

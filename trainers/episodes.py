@@ -19,8 +19,89 @@ Bookkeeping (token in, token out):
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
+
+_MARK = "\u2063sopgym-end-of-turn-probe\u2063"
+
+
+_TOKENIZER_ENDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def end_of_turn_ids(tokenizer, model=None) -> frozenset[int]:
+    """Every token id that ends an assistant turn: the tokenizer's eos, the model's generation-config
+    and config eos ids (an int or a list, e.g. Qwen2.5-Instruct's ``<|im_end|>`` and ``<|endoftext|>``),
+    and the special token the chat template writes right after an assistant message's content.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (its chat template, if any, is probed).
+        model: its ``generation_config`` and ``config`` eos ids are added. Without it, the generation
+            config saved next to the tokenizer (a local directory or the Hugging Face cache, never
+            the network) stands in, so an ``EpisodeBuilder`` knows the sampler's ends.
+
+    Returns:
+        The set of ids (empty only when nothing declares an end).
+    """
+    if model is None:
+        try:
+            cached = _TOKENIZER_ENDS.get(tokenizer)
+        except TypeError:  # not weak-referenceable
+            cached = None
+        if cached is None:
+            cached = _end_of_turn_ids(tokenizer, _saved_generation_config(tokenizer))
+            try:
+                _TOKENIZER_ENDS[tokenizer] = cached
+            except TypeError:
+                pass
+        return cached
+    return _end_of_turn_ids(tokenizer, model)
+
+
+def _saved_generation_config(tokenizer):
+    """A stand-in ``model`` holding the generation config saved with the tokenizer, or None."""
+    name = getattr(tokenizer, "name_or_path", None)
+    if not name:
+        return None
+    try:
+        from transformers import GenerationConfig
+
+        config = GenerationConfig.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError, ImportError):
+        return None
+    return type("SavedGenerationConfig", (), {"generation_config": config})()
+
+
+def _end_of_turn_ids(tokenizer, model) -> frozenset[int]:
+    ids: set[int] = set()
+
+    def add(value) -> None:
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple, set)):
+            ids.update(v for v in value if isinstance(v, int))
+
+    add(tokenizer.eos_token_id)
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        if source is not None:
+            add(getattr(source, "eos_token_id", None))
+    if getattr(tokenizer, "chat_template", None):
+        special = set(getattr(tokenizer, "all_special_ids", []) or []) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+        for chat in (
+            [{"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}],
+            [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": _MARK}],
+        ):
+            try:
+                text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
+            except Exception:  # noqa: BLE001  (templates raise their own errors on chats they refuse)
+                continue
+            if _MARK not in text:
+                continue
+            after = tokenizer(text.split(_MARK, 1)[1], add_special_tokens=False)["input_ids"]
+            if after and after[0] in special:
+                ids.add(after[0])
+            break
+    return frozenset(ids)
 
 
 class TemplatePrefixError(RuntimeError):
@@ -36,7 +117,10 @@ class Episode:
     ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
     old_logp: list[float] = field(default_factory=list)
-    """Sampling log-prob of each policy token (0.0 elsewhere)."""
+    """Behaviour log-prob of each policy token (0.0 elsewhere): the sampler's until the trainer
+    recomputes it with its own forward before the update (``optimise.recompute_behaviour_logprobs``)."""
+    sampler_logp: list[float] = field(default_factory=list)
+    """The sampler's log-prob of each policy token, as recorded at sampling time (0.0 elsewhere)."""
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] | None = None
     reward: float = 0.0
@@ -66,13 +150,17 @@ class EpisodeBuilder:
     Args:
         tokenizer: a Hugging Face tokenizer with a chat template.
         episode: the episode to fill; its ``messages`` and ``tools`` must hold the initial chat.
+        stop_ids: the ids that end a sampled turn (pass the sampler's ``stop_ids``); default
+            ``end_of_turn_ids(tokenizer)``.
     """
 
-    def __init__(self, tokenizer, episode: Episode):
+    def __init__(self, tokenizer, episode: Episode, stop_ids: set[int] | frozenset[int] | None = None):
         self.tok = tokenizer
         self.ep = episode
+        self.stop_ids = frozenset(stop_ids) if stop_ids is not None else end_of_turn_ids(tokenizer)
         self._rendered = ""  # template text of ep.ids so far (the prefix later renders must keep)
         self._awaiting_turn = True  # ep.ids end with the generation prompt of an assistant turn
+        self._stop_text = ""  # text of the id that ended the last sampled turn (see _consume_stop)
         text = self._render(episode.messages, generation_prompt=True)
         self._append_text(text)
         self._rendered = text
@@ -87,26 +175,42 @@ class EpisodeBuilder:
         self.ep.ids.extend(ids)
         self.ep.loss_mask.extend([0] * len(ids))
         self.ep.old_logp.extend([0.0] * len(ids))
+        self.ep.sampler_logp.extend([0.0] * len(ids))
+
+    def _body(self, sampled_ids: list[int]) -> list[int]:
+        """The sampled ids without the end-of-turn id that ended them (if one did)."""
+        return list(sampled_ids[:-1]) if sampled_ids and sampled_ids[-1] in self.stop_ids else list(sampled_ids)
 
     def content_of(self, sampled_ids: list[int]) -> str:
         """Message content of a sampled turn: the decoded text without the end-of-turn token."""
-        ids = list(sampled_ids)
-        if ids and ids[-1] == self.tok.eos_token_id:
-            ids = ids[:-1]
-        return self.tok.decode(ids, skip_special_tokens=False)
+        return self.tok.decode(self._body(sampled_ids), skip_special_tokens=False)
 
     def add_assistant(self, sampled_ids: list[int], logps: list[float]) -> str:
         """Append a sampled turn exactly as sampled; returns its message content (what the env receives)."""
         assert len(sampled_ids) == len(logps)
-        content = self.content_of(sampled_ids)
+        body = self._body(sampled_ids)
+        content = self.tok.decode(body, skip_special_tokens=False)
         self.ep.ids.extend(sampled_ids)
         self.ep.loss_mask.extend([1] * len(sampled_ids))
         self.ep.old_logp.extend(float(x) for x in logps)
-        self._rendered += self.tok.decode(sampled_ids, skip_special_tokens=False)
+        self.ep.sampler_logp.extend(float(x) for x in logps)
+        # The template decides what follows the content; the sampled end-of-turn id is matched against
+        # it when the next render is known (_consume_stop).
+        self._rendered += content
+        self._stop_text = self.tok.decode(sampled_ids[len(body) :], skip_special_tokens=False)
         self._awaiting_turn = False
         self.ep.messages.append({"role": "assistant", "content": content})
         self.ep.num_turns += 1
         return content
+
+    def _consume_stop(self, closed: str) -> None:
+        """The sampled end-of-turn id is already in ``ids``: when it is the text the template writes
+        after the content (``<|im_end|>``), it stands for that text. When it is another declared end
+        (e.g. ``<|endoftext|>`` under a ChatML template), the ids keep it as sampled and the
+        template's own closing text follows as context, like after a turn cut by ``max_new_tokens``."""
+        if self._stop_text and closed[len(self._rendered) :].startswith(self._stop_text):
+            self._rendered += self._stop_text
+        self._stop_text = ""
 
     def add_assistant_text(self, text: str) -> str:
         """Append a turn given as text (SFT demonstrations): tokenised once, plus the end-of-turn token."""
@@ -118,6 +222,7 @@ class EpisodeBuilder:
         closed = self._render(self.ep.messages, generation_prompt=False)
         if not closed.startswith(self._rendered):
             raise TemplatePrefixError(self._mismatch(closed))
+        self._consume_stop(closed)
         self.ep.messages.extend(new_messages)
         full = self._render(self.ep.messages, generation_prompt=expect_more_turns)
         if not full.startswith(closed):
@@ -138,6 +243,7 @@ class EpisodeBuilder:
         closed = self._render(self.ep.messages, generation_prompt=False)
         if not closed.startswith(self._rendered):
             raise TemplatePrefixError(self._mismatch(closed))
+        self._consume_stop(closed)
         if len(closed) > len(self._rendered):
             self._append_text(closed[len(self._rendered) :])
             self._rendered = closed
@@ -155,3 +261,26 @@ def template_ids(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str
     """Reference: tokenise the chat template of a whole message list in one go."""
     text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False, add_generation_prompt=False)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def template_overhead(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, max_turns: int) -> int:
+    """Tokens an episode holds beyond its messages' contents: the prompt's scaffolding and tool
+    schemas, plus the scaffolding of ``max_turns`` turns (an assistant message and a tool result each),
+    measured with ``tokenizer``'s chat template on ``messages`` (an env's first ones).
+
+    The env's context budget counts contents only, so an episode's ids may exceed ``max_context`` by
+    this much; packed rows must hold it (``optim.row_tokens``).
+    """
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(msgs: list[dict[str, Any]]) -> int:
+        text = tokenizer.apply_chat_template(msgs, tools=tools or None, tokenize=False, add_generation_prompt=True)
+        return count(text)
+
+    contents = sum(count(str(m.get("content") or "")) for m in messages)
+    prompt = render(messages)
+    turn = [{"role": "assistant", "content": "a"}, {"role": "tool", "content": "t"}]
+    per_turn = render(messages + turn) - prompt - count("a") - count("t")
+    return max(0, prompt - contents) + max_turns * max(0, per_turn)

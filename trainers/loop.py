@@ -1,4 +1,9 @@
-"""The RL loop, read top to bottom: rollouts -> advantages -> optimisation -> logging -> eval -> checkpoint.
+"""The RL loop, read top to bottom: ``train`` = ``setup``, then ``rl_step`` until ``cfg.steps``, then ``finish``.
+
+``setup`` builds the run (checks, demonstrations, tokenizer, the envs budgeted in its tokens, model,
+tracking, SFT, optimiser, resume); ``rl_step`` is one step (rollouts -> advantages -> optimisation
+-> logging and alarms -> evaluation -> checkpoint); ``finish`` evaluates, plots and checkpoints.
+A ``Run`` holds the state between them.
 
 Honest simplifications:
 * Generation and training share one model in one process (no separate inference server); rollouts
@@ -12,13 +17,14 @@ Honest simplifications:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,17 +33,18 @@ import numpy as np
 import torch
 
 from . import attention, checkpoint
-from .config import TrainConfig, config_to_dict, flatten
-from .modeling import load_model, load_tokenizer, resolve_device
-from .optimise import StepSettings, optimiser_step
+from .alarms import Alarms
+from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
+from .episodes import template_overhead
+from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
+from .optimise import StepSettings, rl_update, sft_settings, step_settings
 from .policy.hf import HFPolicy
-from .rollout import EnvPool, collect, group_spec_list, gym_env_factory, make_env_pool
-from .rollout_metrics import assign_advantages, divergence_warning, eval_metrics, rollout_metrics
+from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
+from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
 from .tracking import Tracker
 
 log = logging.getLogger("sopgym.trainers")
-TOKEN_CAP_WARN = 0.05
 
 
 class Killed(BaseException):
@@ -64,14 +71,31 @@ def _seed_everything(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _evaluate(policy, pool, tokenizer, cfg: TrainConfig) -> dict[str, float]:
-    specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, 1)
-    episodes = collect(
-        pool, specs, policy, tokenizer,
-        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-        temperature=cfg.rollout.eval_temperature, top_p=1.0, generator=torch.Generator().manual_seed(0),
-    )
-    return eval_metrics(episodes)
+@contextlib.contextmanager
+def _progress_bar(cfg: TrainConfig, start: int) -> Iterator[Callable[[dict[str, float]], None]]:
+    """A tqdm bar over the RL steps (``cfg.progress``) with reward, success and tokens/s; yields its update."""
+    bar = None
+    if cfg.progress:
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=cfg.steps, initial=start, desc="rl", dynamic_ncols=True)
+        except ImportError:
+            pass
+
+    def update(metrics: dict[str, float]) -> None:
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(
+                reward=f"{metrics['rollout/reward/mean']:.2f}", success=f"{metrics['rollout/success_rate']:.2f}",
+                tok_s=f"{metrics.get('perf/train_tokens_per_s', 0):.0f}",
+            )
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _plot(history: list[dict[str, float]], val: list[tuple[int, float, float]], path: Path) -> None:
@@ -98,261 +122,401 @@ def _plot(history: list[dict[str, float]], val: list[tuple[int, float, float]], 
     plt.close(fig)
 
 
+class TokenCounter:
+    """``text -> number of tokens``: the budget the envs count their context in (``length_fn``)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def __call__(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+@dataclass
+class Run:
+    """What a training run holds between its phases: built by ``setup``, advanced by ``rl_step``,
+    completed by ``finish``, released by ``close``."""
+
+    cfg: TrainConfig
+    run_dir: Path
+    stop: _StopRequest
+    device: torch.device | None = None
+    backend: str = ""
+    generator: torch.Generator | None = None
+    tokenizer: Any = None
+    pool: EnvPool | None = None
+    model: Any = None
+    ref_model: Any = None
+    policy: Any = None
+    """The sampler that generates rollouts and evaluations (``HFPolicy`` by default)."""
+    optimizer: Any = None
+    scheduler: Any = None
+    settings: StepSettings | None = None
+    tracker: Tracker | None = None
+    alarms: Alarms | None = None
+    step: int = 0
+    """The next RL step to run."""
+    cursor: int = 0
+    """Training tasks consumed so far (the seed of the next group is derived from it)."""
+    val_curve: list[tuple[int, float, float]] = field(default_factory=list)
+    """``(step, held-out task success, held-out reward)`` of every evaluation."""
+    result: TrainResult | None = None
+
+    @property
+    def history(self) -> list[dict[str, float]]:
+        return self.result.history
+
+    def close(self, status: str) -> None:
+        if self.pool is not None:
+            self.pool.close()
+        if self.tracker is not None:
+            self.tracker.end(status)
+
+
 def train(
     cfg: TrainConfig,
     *,
     make_env: Callable[[str], Any] | None = None,
     make_oracle: Callable[[], Any] | None = None,
+    make_sampler: Callable[[Any, Any], Any] | None = None,
     resume: bool = True,
-    stop_after: int | None = None,
+    allow_config_change: bool = False,
 ) -> TrainResult:
     """Run SFT warm start (if configured) and ``cfg.steps`` RL steps; resumes from ``run_dir`` if a checkpoint exists.
 
     Args:
         make_env: ``env_id -> env`` (default: ``gymnasium.make`` with the config's env kwargs).
         make_oracle: demonstration policy factory for SFT / tokenizer texts (default: the envs' oracle).
+        make_sampler: ``(model, tokenizer) -> sampler`` that generates the rollouts and evaluations
+            (``generate(prompts, max_new_tokens, temperature, top_p, generator) -> [Sample]``, see
+            ``policy/hf.py``); default: ``HFPolicy`` on the trained model itself.
         resume: continue from ``<run_dir>/checkpoint.pt`` when present.
-        stop_after: stop (with a checkpoint) after this many RL steps of this call (tests of resume).
+        allow_config_change: resume even when the config differs from the checkpoint's in more than
+            the run-length keys (recorded as the MLflow tag ``override/config_change``).
+
+    Raises:
+        ConfigError: the machine cannot run ``cfg`` (device, env ids, paths, a row too short for the
+            template), or a resume with a changed config without ``allow_config_change``.
+        Killed: SIGTERM (after the step in flight and a checkpoint) or Ctrl-C.
     """
-    run_dir = Path(cfg.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(cfg.device)
-    backend = attention.select_backend(cfg.model.attention, device)
-    generator = _seed_everything(cfg.seed)
-    ckpt = checkpoint.load(run_dir) if resume else None
-    make_oracle = make_oracle or default_oracle
+    run = Run(cfg, Path(cfg.run_dir), _StopRequest())
+    status = "FAILED"
+    with run.stop.installed():
+        try:
+            setup(run, make_env, make_oracle or default_oracle, make_sampler, resume, allow_config_change)
+            with _progress_bar(cfg, run.step) as bar:
+                while run.step < cfg.steps:
+                    metrics = rl_step(run)
+                    bar(metrics)
+                    if run.stop.requested:
+                        save_checkpoint(run)
+                        raise Killed()
+            finish(run)
+            status = "FINISHED"
+            return run.result
+        except (Killed, KeyboardInterrupt):
+            status = "KILLED"
+            raise
+        finally:
+            run.close(status)
 
-    # ---- environments and the token counter they budget with ----
-    tokenizer_box: list[Any] = []
 
-    def length_fn(text: str) -> int:  # used once the tokenizer exists (demonstrations have their own pool)
-        return len(tokenizer_box[0](text, add_special_tokens=False)["input_ids"])
-
+# ---------------------------------------------------------------------------------------------------
+# setup: checks, demonstrations, tokenizer, envs, model, tracking, SFT, optimiser, resume or evaluate
+# ---------------------------------------------------------------------------------------------------
+def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_config_change: bool) -> None:
+    """Everything before the first RL step. Configuration problems are raised before the tracker
+    exists (no MLflow run is started for a config that cannot run)."""
+    cfg = run.cfg
+    problems = runtime_problems(cfg, check_env_ids=make_env is None)
+    if problems:
+        raise ConfigError(problems)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    run.device = resolve_device(cfg.device)
+    run.backend = attention.select_backend(cfg.model.attention, run.device, DTYPES[cfg.model.dtype])
+    run.generator = _seed_everything(cfg.seed)
+    ckpt = checkpoint.load(run.run_dir) if resume else None
+    changed = checkpoint.config_changes(ckpt["config"], config_to_dict(cfg)) if ckpt else []
+    if changed and not allow_config_change:
+        raise ConfigError([
+            f"resume: the config differs from the checkpoint's in {', '.join(changed)} (only {', '.join(RUN_LENGTH_KEYS)} "
+            f"may change); pass --allow-config-change to resume anyway, or use another run_dir"
+        ])
     env_kwargs = {
         "max_turns": cfg.env.max_turns, "max_context": cfg.env.max_context,
         "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs,
     }
-    # In-process, or Ray env workers (cfg.env.workers); a Ray pool starts on its first reset, after the
-    # tokenizer exists, and ships this factory (with the token counter) to its workers.
-    pool = make_env_pool(make_env or gym_env_factory(env_kwargs, length_fn), **dataclasses.asdict(cfg.env.workers))
 
-    # ---- demonstrations (SFT data and tokenizer texts) ----
+    # ---- demonstrations (SFT data and the BPE's texts), then the tokenizer ----
     # Collected with no context budget: the token counter does not exist before the BPE is trained on
-    # these texts, and a character count would cut demonstrations short. select_demonstrations measures
-    # them in tokens afterwards.
+    # these texts. select_demonstrations measures them in tokens afterwards.
     trajectories: list[dict[str, Any]] = []
-    need_texts = cfg.model.tokenizer == "bpe" and not (run_dir / "tokenizer" / "tokenizer.json").exists()
+    need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
     if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
-        n = max(cfg.sft.num_episodes, 32)
-        specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, n, 1)
+        specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, max(cfg.sft.num_episodes, 32), 1)
         demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
         try:
             trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
         finally:
             demo_pool.close()
+    run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None)
 
-    # ---- tokenizer, model, optimiser ----
-    tokenizer = load_tokenizer(cfg.model, run_dir, trajectory_texts(trajectories) if trajectories else None)
-    tokenizer_box.append(tokenizer)
-    model = load_model(cfg.model, tokenizer, backend, device, seed=cfg.seed)
-    policy = HFPolicy(model, tokenizer)
-    settings = StepSettings(
-        loss=cfg.algo.loss, aggregation=cfg.algo.aggregation, clip_low=cfg.algo.clip_low, clip_high=cfg.algo.clip_high,
-        kl_coef=cfg.algo.kl_coef, temperature=cfg.rollout.temperature, row_tokens=cfg.optim.row_tokens,
-        rows_per_micro_batch=cfg.optim.rows_per_micro_batch, grad_clip=cfg.optim.grad_clip,
-    )
-    tracker = Tracker(
-        run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
+    # ---- the envs, budgeted in the tokenizer's tokens; rows must hold their longest episode ----
+    # In-process, or Ray env workers (cfg.env.workers); a Ray pool starts on its first reset and ships
+    # this factory (with the token counter) to its workers.
+    run.pool = make_env_pool(make_env or gym_env_factory(env_kwargs, TokenCounter(run.tokenizer)), **dataclasses.asdict(cfg.env.workers))
+    check_row_fits(cfg, run.tokenizer, run.pool)
+
+    # ---- model, sampler, tracking ----
+    run.model = load_model(cfg.model, run.tokenizer, run.backend, run.device, seed=cfg.seed)
+    run.policy = make_sampler(run.model, run.tokenizer) if make_sampler is not None else HFPolicy(run.model, run.tokenizer)
+    run.settings = step_settings(cfg)
+    run.tracker = Tracker(
+        run.run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
         run_id=ckpt["mlflow_run_id"] if ckpt else None, enabled=cfg.tracking.enabled,
     )
-    result = TrainResult(run_dir, tracker.run_id, model=model, tokenizer=tokenizer)
-    previous_handler = signal.getsignal(signal.SIGTERM)
+    run.alarms = Alarms(cfg.alarms, run.tracker)
+    run.result = TrainResult(run.run_dir, run.tracker.run_id, model=run.model, tokenizer=run.tokenizer)
+    run.tracker.log_params(flatten(config_to_dict(cfg)))
+    if changed:
+        run.tracker.set_tag("override/config_change", ", ".join(changed))
+        log.warning("resuming with a changed config (%s): allowed by allow_config_change", ", ".join(changed))
+    if cfg.env.allow_restricted_training:
+        run.tracker.set_tag("override/allow_restricted_training", "true")
+        log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
 
-    def on_sigterm(signum, frame):
-        raise Killed()
-
-    try:
-        signal.signal(signal.SIGTERM, on_sigterm)
-    except ValueError:  # not the main thread
-        previous_handler = None
-    status = "FAILED"
-    try:
-        tracker.log_params(flatten(config_to_dict(cfg)))
-        if cfg.env.allow_restricted_training:
-            tracker.set_tag("override/allow_restricted_training", "true")
-            log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
-        val_curve: list[tuple[int, float, float]] = []  # (step, task success, reward) on the held-out split
-
-        # ---- supervised warm start ----
-        if ckpt is None and cfg.sft.num_episodes > 0:
-            sft_episodes, demo_stats = select_demonstrations(
-                tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
-            )
-            result.demonstrations = demo_stats
-            tracker.log_eval(demo_stats, 0)
-            log.info("SFT demonstrations: %s", demo_stats)
-            sft_settings = _sft_settings(settings, cfg.sft.context_loss_weight)
-            def on_sft_step(i: int, st: dict[str, float]) -> None:
-                tracker.log_eval({"sft/loss": st["loss"], "sft/tokens_per_s": st["tokens_per_s"]}, i)
-                log.info("sft step %d: loss %.3f, %.0f tokens/s", i, st["loss"], st["tokens_per_s"])
-
-            train_sft(
-                model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-                settings=sft_settings, backend=backend, generator=generator, on_step=on_sft_step,
-            )
-
-        ref_model = None
-        if cfg.algo.kl_coef > 0:
-            ref_model = copy.deepcopy(model).eval()
-            for p in ref_model.parameters():
-                p.requires_grad_(False)
-        optimizer = torch.optim.AdamW(
-            model.parameters(), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), weight_decay=cfg.optim.weight_decay
+    # ---- supervised warm start ----
+    if ckpt is None and cfg.sft.num_episodes > 0:
+        sft_episodes, demo_stats = select_demonstrations(
+            run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
         )
-        warmup = cfg.optim.warmup_steps
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
+        run.result.demonstrations = demo_stats
+        run.tracker.log_eval(demo_stats, 0)
+        log.info("SFT demonstrations: %s", demo_stats)
+        train_sft(
+            run.model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
+            settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run),
+        )
 
-        start_step, cursor, history = 0, 0, []
-        if ckpt is not None:
-            model.load_state_dict(ckpt["model"])
-            if ref_model is not None:
-                ref_model.load_state_dict(ckpt["ref_model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            scheduler.load_state_dict(ckpt["scheduler"])
-            checkpoint.restore_rng(ckpt["rng"], generator)
-            start_step, cursor, history = ckpt["step"], ckpt["cursor"], ckpt["history"]
-            result.val_before = ckpt.get("val_before", {})
-            val_curve = ckpt.get("val_curve", [])
-        else:
-            result.val_before = _evaluate(policy, pool, tokenizer, cfg) if cfg.eval_num_tasks else {}
-            if result.val_before:
-                tracker.log_eval(result.val_before, 0)
-                val_curve.append((0, result.val_before["val/task_success_rate"], result.val_before["val/reward/mean"]))
-                print(f"held-out success before RL: {result.val_before['val/task_success_rate']:.3f}")
-        result.history = history
+    # ---- reference model, optimiser; then the checkpoint's state, or the evaluation before RL ----
+    if cfg.algo.kl_coef > 0:
+        run.ref_model = copy.deepcopy(run.model).eval()
+        for p in run.ref_model.parameters():
+            p.requires_grad_(False)
+    run.optimizer = torch.optim.AdamW(
+        run.model.parameters(), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), weight_decay=cfg.optim.weight_decay
+    )
+    run.scheduler = torch.optim.lr_scheduler.LambdaLR(run.optimizer, WarmUp(cfg.optim.warmup_steps))
+    if ckpt is not None:
+        run.model.load_state_dict(ckpt["model"])
+        if run.ref_model is not None:
+            run.ref_model.load_state_dict(ckpt["ref_model"])
+        run.optimizer.load_state_dict(ckpt["optimizer"])
+        run.scheduler.load_state_dict(ckpt["scheduler"])
+        checkpoint.restore_rng(ckpt["rng"], run.generator)
+        run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
+        run.result.val_before = ckpt.get("val_before", {})
+        run.val_curve = ckpt.get("val_curve", [])
+    elif cfg.eval_num_tasks:
+        run.result.val_before = evaluate(run, 0)
+        print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
 
-        def save_checkpoint(next_step: int) -> None:
-            path = checkpoint.save(
-                run_dir, model=model, optimizer=optimizer, scheduler=scheduler, generator=generator,
-                step=next_step, cursor=cursor, run_id=tracker.run_id, history=history, config=config_to_dict(cfg),
-                extra={
-                    "val_before": result.val_before,
-                    "val_curve": val_curve,
-                    "ref_model": ref_model.state_dict() if ref_model is not None else None,
-                },
+
+class WarmUp:
+    """Linear learning-rate warm-up over ``steps`` optimiser steps, then constant (a picklable schedule)."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def __call__(self, s: int) -> float:
+        return min(1.0, (s + 1) / self.steps) if self.steps else 1.0
+
+
+class SFTStepLog:
+    """``train_sft``'s per-step callback: logs the step; a SIGTERM during SFT stops at the next step
+    (SFT has no checkpoint of its own: a resumed run starts it again)."""
+
+    def __init__(self, run: Run):
+        self.run = run
+
+    def __call__(self, i: int, stats: dict[str, float]) -> None:
+        self.run.tracker.log_eval({"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"]}, i)
+        log.info("sft step %d: loss %.3f, %.0f tokens/s", i, stats["loss"], stats["tokens_per_s"])
+        if self.run.stop.requested:
+            raise Killed()
+
+
+# ---------------------------------------------------------------------------------------------------
+# one RL step: rollouts -> advantages -> optimisation -> logging and alarms -> evaluation -> checkpoint
+# ---------------------------------------------------------------------------------------------------
+def rl_step(run: Run) -> dict[str, float]:
+    """Run RL step ``run.step`` and advance it; returns the step's metrics (also in ``run.history``)."""
+    cfg, step = run.cfg, run.step
+
+    # ---- 1. rollouts: batch_size tasks x group_size episodes, one batched generate per turn ----
+    t0 = time.perf_counter()
+    specs = group_spec_list(
+        cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, cfg.rollout.batch_size, cfg.rollout.group_size
+    )
+    run.cursor += cfg.rollout.batch_size
+    episodes = collect(
+        run.pool, specs, run.policy, run.tokenizer,
+        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
+        require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
+    )
+    rollout_s = time.perf_counter() - t0
+
+    # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter) ----
+    trainable, zv_stats = assign_advantages(
+        episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
+    )
+    too_long = [ep for ep in trainable if len(ep.ids) > cfg.optim.row_tokens]
+    if too_long:  # check_row_fits makes this rare; never a crash mid-run
+        log.warning("%d episodes longer than optim.row_tokens=%d left out of step %d (longest %d tokens)",
+                    len(too_long), cfg.optim.row_tokens, step, max(len(ep.ids) for ep in too_long))
+        trainable = [ep for ep in trainable if len(ep.ids) <= cfg.optim.row_tokens]
+
+    # ---- 3. optimisation: behaviour log-probs, then ppo_epochs x num_minibatches optimiser steps ----
+    opt_stats: list[dict[str, float]] = []
+    mismatch: dict[str, float] = {}
+    if trainable and any(ep.num_policy_tokens for ep in trainable):
+        opt_stats, mismatch = rl_update(
+            run.model, run.ref_model, run.optimizer, run.scheduler, trainable, run.settings, run.backend,
+            ppo_epochs=cfg.algo.ppo_epochs, num_minibatches=cfg.algo.num_minibatches,
+        )
+    train_s = time.perf_counter() - t0 - rollout_s
+
+    # ---- 4. logging and alarms ----
+    metrics = {"step": step, **rollout_metrics(episodes), **zv_stats, **mismatch}
+    metrics.update(run.alarms.after_rollouts(step, episodes, zv_stats))
+    metrics.update(_optimisation_metrics(opt_stats, train_s))
+    metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
+    metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
+    metrics["train/trained_episodes"] = float(len(trainable))
+    metrics["train/dropped_too_long"] = float(len(too_long))
+    run.history.append(metrics)
+    run.step = step + 1
+
+    # ---- 5. held-out evaluation every eval_every steps (the last one is finish's) ----
+    if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step < cfg.steps and cfg.eval_num_tasks:
+        evaluate(run, run.step)
+    run.tracker.log_metrics(metrics, step)
+
+    # ---- 6. checkpoint ----
+    if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0:
+        save_checkpoint(run)
+    return metrics
+
+
+def _optimisation_metrics(opt_stats: list[dict[str, float]], train_s: float) -> dict[str, float]:
+    """``train/*`` means over the step's optimiser steps (the last learning rate), and throughput."""
+    if not opt_stats:
+        return {}
+    last = opt_stats[-1]
+    out = {}
+    for key in ("loss", "kl", "entropy", "clip_fraction", "grad_norm", "ratio_mean", "is_weight_mean", "is_changed_fraction"):
+        if key in last:
+            out[f"train/{key}"] = sum(s[key] for s in opt_stats) / len(opt_stats)
+    out["train/lr"] = last["lr"]
+    out["perf/packing_efficiency"] = last["packing_efficiency"]
+    out["perf/train_tokens_per_s"] = sum(s["num_tokens"] for s in opt_stats) / max(train_s, 1e-9)
+    return out
+
+
+def evaluate(run: Run, step: int) -> dict[str, float]:
+    """Greedy episodes on the first ``eval_num_tasks`` held-out tasks, scored by the evaluator; logged
+    at ``step`` with the divergence alarm, which every evaluation checks."""
+    cfg = run.cfg
+    specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, 1)
+    episodes = collect(
+        run.pool, specs, run.policy, run.tokenizer,
+        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
+        temperature=cfg.rollout.eval_temperature, top_p=1.0, generator=torch.Generator().manual_seed(0),
+    )
+    val = eval_metrics(episodes)
+    run.val_curve.append((step, val["val/task_success_rate"], val["val/reward/mean"]))
+    val.update(run.alarms.after_evaluation(step, run.history, run.val_curve))
+    run.tracker.log_eval(val, step)
+    return val
+
+
+def save_checkpoint(run: Run) -> None:
+    """A checkpoint to continue at ``run.step``."""
+    path = checkpoint.save(
+        run.run_dir, model=run.model, optimizer=run.optimizer, scheduler=run.scheduler, generator=run.generator,
+        step=run.step, cursor=run.cursor, run_id=run.tracker.run_id, history=run.history, config=config_to_dict(run.cfg),
+        extra={
+            "val_before": run.result.val_before,
+            "val_curve": run.val_curve,
+            "ref_model": run.ref_model.state_dict() if run.ref_model is not None else None,
+        },
+    )
+    log.info("checkpoint %s at step %d", path, run.step)
+
+
+# ---------------------------------------------------------------------------------------------------
+# finish: the held-out evaluation after RL, the plot, the final checkpoint
+# ---------------------------------------------------------------------------------------------------
+def finish(run: Run) -> TrainResult:
+    cfg, result = run.cfg, run.result
+    if cfg.eval_num_tasks:
+        result.val_after = evaluate(run, cfg.steps)
+        print(
+            f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
+            f"after RL: {result.val_after['val/task_success_rate']:.3f}"
+        )
+    if cfg.plot and run.history:
+        _plot(run.history, run.val_curve, run.run_dir / "curves.png")
+        run.tracker.log_artifact(run.run_dir / "curves.png")
+    save_checkpoint(run)
+    return result
+
+
+def check_row_fits(cfg: TrainConfig, tokenizer, pool: EnvPool) -> None:
+    """``optim.row_tokens`` must hold the longest episode: ``env.max_context`` + one turn + the chat
+    template's overhead (tool schemas and scaffolding, measured on each env's first prompt).
+
+    Raises:
+        ConfigError: a row too short, naming the numbers and the row length needed.
+    """
+    problems = []
+    for env_id in dict.fromkeys(cfg.env.env_ids):
+        ((_, info),) = pool.reset([(0, EpisodeSpec(env_id, cfg.seed, {"split": cfg.env.train_split}))])
+        overhead = template_overhead(tokenizer, info["messages"], info.get("tools"), cfg.env.max_turns)
+        need = cfg.env.max_context + cfg.rollout.max_new_tokens + overhead
+        if cfg.optim.row_tokens < need:
+            problems.append(
+                f"optim.row_tokens: expected >= {need} for {env_id} (env.max_context {cfg.env.max_context} + "
+                f"rollout.max_new_tokens {cfg.rollout.max_new_tokens} + {overhead} tokens of chat template and tool "
+                f"schemas over {cfg.env.max_turns} turns), got {cfg.optim.row_tokens}"
             )
-            log.info("checkpoint %s at step %d", path, next_step)
-
-        bar = None
-        if cfg.progress:
-            try:
-                from tqdm import tqdm
-
-                bar = tqdm(total=cfg.steps, initial=start_step, desc="rl", dynamic_ncols=True)
-            except ImportError:
-                bar = None
-        steps_this_call = 0
-        for step in range(start_step, cfg.steps):
-            # ---- 1. rollouts: batch_size tasks x group_size episodes, one batched generate per turn ----
-            t0 = time.perf_counter()
-            specs = group_spec_list(
-                cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + cursor, cfg.rollout.batch_size, cfg.rollout.group_size
-            )
-            cursor += cfg.rollout.batch_size
-            episodes = collect(
-                pool, specs, policy, tokenizer,
-                max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-                temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=generator,
-                require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
-            )
-            rollout_s = time.perf_counter() - t0
-
-            # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter) ----
-            trainable, zv_stats = assign_advantages(
-                episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
-            )
-
-            # ---- 3. optimisation: ppo_epochs x num_minibatches optimiser steps ----
-            model.train()
-            opt_stats: list[dict[str, float]] = []
-            if trainable and any(ep.num_policy_tokens for ep in trainable):
-                for _ in range(cfg.algo.ppo_epochs):
-                    chunk = (len(trainable) + cfg.algo.num_minibatches - 1) // cfg.algo.num_minibatches
-                    for mb in range(0, len(trainable), chunk):
-                        opt_stats.append(optimiser_step(model, ref_model, optimizer, scheduler, trainable[mb : mb + chunk], settings, backend))
-            train_s = time.perf_counter() - t0 - rollout_s
-
-            # ---- 4. logging ----
-            metrics = {"step": step, **rollout_metrics(episodes), **zv_stats}
-            if opt_stats:
-                last = opt_stats[-1]
-                for key in ("loss", "kl", "entropy", "clip_fraction", "grad_norm", "lr", "ratio_mean"):
-                    metrics[f"train/{key}"] = sum(s[key] for s in opt_stats) / len(opt_stats) if key != "lr" else last[key]
-                metrics["perf/packing_efficiency"] = last["packing_efficiency"]
-                metrics["perf/train_tokens_per_s"] = sum(s["num_tokens"] for s in opt_stats) / max(train_s, 1e-9)
-            metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
-            metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
-            metrics["train/trained_episodes"] = float(len(trainable))
-            if metrics["rollout/token_cap_rate"] > TOKEN_CAP_WARN:
-                metrics["warnings/token_cap"] = 1.0
-                tracker.set_tag("warning/token_cap", f"step {step}: {metrics['rollout/token_cap_rate']:.1%} of episodes hit a token cap")
-                log.warning("%.1f%% of episodes hit max_new_tokens at step %d", 100 * metrics["rollout/token_cap_rate"], step)
-            history.append(metrics)
-
-            # ---- 5. held-out evaluation every eval_every steps ----
-            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps and cfg.eval_num_tasks:
-                val = _evaluate(policy, pool, tokenizer, cfg)
-                tracker.log_eval(val, step + 1)
-                val_curve.append((step + 1, val["val/task_success_rate"], val["val/reward/mean"]))
-                if divergence_warning([h["rollout/reward/mean"] for h in history], [v[1] for v in val_curve]):
-                    metrics["warnings/reward_up_val_down"] = 1.0
-                    tracker.set_tag("warning/reward_up_val_down", f"step {step + 1}")
-                    log.warning("training reward rising while validation success falls (step %d)", step + 1)
-            tracker.log_metrics(metrics, step)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(
-                    reward=f"{metrics['rollout/reward/mean']:.2f}", success=f"{metrics['rollout/success_rate']:.2f}",
-                    tok_s=f"{metrics.get('perf/train_tokens_per_s', 0):.0f}",
-                )
-
-            # ---- 6. checkpoint ----
-            steps_this_call += 1
-            if (cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0) or (stop_after and steps_this_call >= stop_after):
-                save_checkpoint(step + 1)
-            if stop_after and steps_this_call >= stop_after and step + 1 < cfg.steps:
-                status = "RUNNING"
-                return result
-        if bar is not None:
-            bar.close()
-
-        # ---- end: held-out evaluation, plot, final checkpoint ----
-        if cfg.eval_num_tasks:
-            result.val_after = _evaluate(policy, pool, tokenizer, cfg)
-            tracker.log_eval(result.val_after, cfg.steps)
-            val_curve.append((cfg.steps, result.val_after["val/task_success_rate"], result.val_after["val/reward/mean"]))
-            print(
-                f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
-                f"after RL: {result.val_after['val/task_success_rate']:.3f}"
-            )
-        if cfg.plot and history:
-            _plot(history, val_curve, run_dir / "curves.png")
-            tracker.log_artifact(run_dir / "curves.png")
-        save_checkpoint(cfg.steps)
-        status = "FINISHED"
-        return result
-    except (Killed, KeyboardInterrupt):
-        status = "KILLED"
-        raise
-    finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
-        pool.close()
-        if status != "RUNNING":
-            tracker.end(status)
+    if problems:
+        raise ConfigError(problems)
 
 
-def _sft_settings(settings: StepSettings, context_loss_weight: float) -> StepSettings:
-    import dataclasses
+class _StopRequest:
+    """SIGTERM asks the run to stop: the current RL step finishes, a checkpoint is saved, and the run
+    ends as KILLED. A second SIGTERM stops at once (no checkpoint)."""
 
-    return dataclasses.replace(settings, temperature=1.0, aggregation="token", context_loss_weight=context_loss_weight)
+    def __init__(self) -> None:
+        self.requested = False
+
+    def on_sigterm(self, signum, frame) -> None:
+        if self.requested:
+            raise Killed()
+        self.requested = True
+        log.warning("SIGTERM: finishing this step, saving a checkpoint, then stopping (send it again to stop now)")
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """The SIGTERM handler for the duration of the run (not installable outside the main thread)."""
+        try:
+            previous = signal.signal(signal.SIGTERM, self.on_sigterm)
+        except ValueError:  # not the main thread
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)

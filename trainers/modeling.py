@@ -38,7 +38,7 @@ def load_tokenizer(cfg: ModelConfig, run_dir: str | Path | None = None, texts: l
             return AutoTokenizer.from_pretrained(str(saved))
         if not texts:
             raise ValueError("model.tokenizer='bpe' needs texts to train on")
-        tok = build_bpe_tokenizer(texts, cfg.bpe_vocab_size)
+        tok = build_bpe_tokenizer(texts, cfg.bpe_vocab_size, split_digits=cfg.bpe_split_digits)
         if saved is not None:
             tok.save_pretrained(str(saved))
         return tok
@@ -87,6 +87,56 @@ def _wide(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
+LOGIT_CHUNK_ELEMENTS = 1 << 26
+"""Logits computed at once on the training path, positions x vocabulary (256 MB in fp32): above it the
+output head, log-softmax and entropy run in chunks of positions, each recomputed in the backward pass
+(activation checkpointing), so a 150k vocabulary never holds ``[N, V]`` logits and their softmax."""
+
+
+def _head_logprobs(head, hidden_NH, target_N, temperature: float, entropy_keep_N: torch.Tensor | None):
+    """Log-prob of each target under ``softmax(head(hidden) / temperature)``, and the (detached)
+    entropy of the rows ``entropy_keep_N`` selects (None: no entropy)."""
+    logprobs_NV = torch.log_softmax(_wide(head(hidden_NH)) / temperature, dim=-1)
+    logp_N = logprobs_NV.gather(-1, target_N.unsqueeze(-1)).squeeze(-1)
+    if entropy_keep_N is None:
+        return logp_N, None
+    with torch.no_grad():
+        kept_KV = logprobs_NV[entropy_keep_N]
+        entropy_K = -(kept_KV.exp() * kept_KV).sum(-1)
+    return logp_N, entropy_K
+
+
+def chunked_head_logprobs(
+    head, hidden_NH: torch.Tensor, target_N: torch.Tensor, temperature: float,
+    entropy_keep_N: torch.Tensor | None = None, chunk_elements: int = LOGIT_CHUNK_ELEMENTS,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``_head_logprobs`` over chunks of positions so that at most ``chunk_elements`` logits exist at once.
+
+    With gradients each chunk is checkpointed (its logits are recomputed in the backward pass instead
+    of kept). Values and gradients equal the one-shot computation (tested).
+
+    Returns:
+        ``logp_N`` and the entropy of the rows ``entropy_keep_N`` selects (None without it).
+    """
+    num_N = hidden_NH.shape[0]
+    rows = max(1, chunk_elements // max(1, head.weight.shape[0]))
+    if num_N <= rows:
+        return _head_logprobs(head, hidden_NH, target_N, temperature, entropy_keep_N)
+    from torch.utils.checkpoint import checkpoint
+
+    logps, entropies = [], []
+    for a in range(0, num_N, rows):
+        h_NH, t_N = hidden_NH[a : a + rows], target_N[a : a + rows]
+        keep_N = entropy_keep_N[a : a + rows] if entropy_keep_N is not None else None
+        if torch.is_grad_enabled() and h_NH.requires_grad:
+            logp_N, entropy_K = checkpoint(_head_logprobs, head, h_NH, t_N, temperature, keep_N, use_reentrant=False)
+        else:
+            logp_N, entropy_K = _head_logprobs(head, h_NH, t_N, temperature, keep_N)
+        logps.append(logp_N)
+        entropies.append(entropy_K)
+    return torch.cat(logps), (torch.cat(entropies).detach() if entropy_keep_N is not None else None)
+
+
 def token_logprobs(
     model,
     batch: PackedBatch,
@@ -95,12 +145,14 @@ def token_logprobs(
     with_entropy: bool = False,
     select_BT: torch.Tensor | None = None,
     entropy_select_BT: torch.Tensor | None = None,
+    chunk_elements: int = LOGIT_CHUNK_ELEMENTS,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of every target token under ``model`` at ``temperature``: ``logp_BT`` (and ``entropy_BT``).
 
     Position p holds log p(target_ids[p] | tokens <= p of its episode). With ``select_BT`` (bool), the
     output head runs only on the selected positions (the policy tokens: a few percent of an episode),
-    which saves the ``[B, T, V]`` logits; other positions hold 0. Without it every position is computed.
+    in chunks of at most ``chunk_elements`` logits (see ``chunked_head_logprobs``); other positions hold
+    0. Without it every position is computed by the model's own forward (a reference path).
     (Models with a final logit soft-cap are not special-cased on the selected path.)
     ``entropy_select_BT`` (a subset of ``select_BT``) limits the entropy to those positions.
     """
@@ -109,25 +161,30 @@ def token_logprobs(
     inputs = attention.model_inputs(batch, backend, dtype, device)
     target_BT = batch.target_ids_BT.to(device)
     num_B, num_T = target_BT.shape
+    select_N = (select_BT.to(device) if select_BT is not None else torch.ones_like(target_BT, dtype=torch.bool)).reshape(-1)
+    keep_N = None
+    if with_entropy:
+        keep_N = entropy_select_BT.to(device).reshape(-1)[select_N] if entropy_select_BT is not None else torch.ones_like(select_N[select_N])
     if select_BT is None:
         logits = model(**inputs, use_cache=False).logits
         logits_NV = attention.to_rows(logits, batch).reshape(num_B * num_T, -1)
-        select_N = torch.ones(num_B * num_T, dtype=torch.bool, device=device)
+        logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
+        logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1).unsqueeze(-1)).squeeze(-1)
+        entropy_K = None
+        if with_entropy:
+            with torch.no_grad():
+                entropy_K = -(logprobs_NV[keep_N].exp() * logprobs_NV[keep_N]).sum(-1)
     else:
         hidden = model.base_model(**inputs, use_cache=False).last_hidden_state
         hidden_BTH = attention.to_rows(hidden, batch)
-        select_N = select_BT.to(device).reshape(-1)
-        logits_NV = model.get_output_embeddings()(hidden_BTH.reshape(num_B * num_T, -1)[select_N])
-    logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
-    logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1)[select_N].unsqueeze(-1)).squeeze(-1)
+        logp_N, entropy_K = chunked_head_logprobs(
+            model.get_output_embeddings(), hidden_BTH.reshape(num_B * num_T, -1)[select_N],
+            target_BT.reshape(-1)[select_N], temperature, keep_N, chunk_elements,
+        )
     rows_N = select_N.nonzero().squeeze(-1)
     logp_BT = logp_N.new_zeros(num_B * num_T).index_put((rows_N,), logp_N).reshape(num_B, num_T)
     entropy_BT = None
     if with_entropy:
-        with torch.no_grad():
-            if entropy_select_BT is not None:
-                keep_N = entropy_select_BT.to(device).reshape(-1)[select_N]
-                logprobs_NV, rows_N = logprobs_NV[keep_N], rows_N[keep_N]
-            entropy_N = -(logprobs_NV.exp() * logprobs_NV).sum(-1)
-            entropy_BT = entropy_N.new_zeros(num_B * num_T).index_put((rows_N,), entropy_N).reshape(num_B, num_T)
+        rows_K = rows_N[keep_N]
+        entropy_BT = entropy_K.new_zeros(num_B * num_T).index_put((rows_K,), entropy_K).reshape(num_B, num_T)
     return logp_BT, entropy_BT

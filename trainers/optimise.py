@@ -9,6 +9,7 @@ step before packing (losses.aggregation_weights), so the sum over micro-batches 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from . import attention, packing
+from .config import TrainConfig
 from .episodes import Episode
-from .losses import LossParams, aggregation_weights, policy_loss
+from .losses import LossParams, Segments, aggregation_weights, behaviour_weights, mismatch_sums, policy_loss
 from .modeling import token_logprobs
 
 
@@ -27,11 +29,16 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclass
 class StepSettings:
+    """What one optimiser step needs; built from the config by ``config.step_settings`` (one place)."""
+
     loss: str = "ppo_clip"
     aggregation: str = "token"
+    aggregation_length: int | None = None
+    """The constant of ``fixed_length`` aggregation (Dr. GRPO)."""
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
+    kl_estimator: str = "k3"
     temperature: float = 1.0
     row_tokens: int = 2048
     rows_per_micro_batch: int = 4
@@ -41,21 +48,56 @@ class StepSettings:
     context_loss_weight: float = 0.0
     """SFT only: weight of a next-token loss on the non-policy tokens (prompt, tool results), each part
     averaged over its own global token count. Never used by the RL losses."""
+    behaviour_logp: str = "trainer"
+    """Where the losses' ``old_logp`` come from: ``trainer`` (the training forward of the sampled
+    tokens before any update) or ``sampler`` (the log-probs recorded while sampling)."""
+    old_logp_from_forward: bool = False
+    """Set by ``rl_update`` for a single on-policy update with ``behaviour_logp="trainer"``: the update's
+    own forward is the trainer's pre-update forward, so ``old_logp`` is its detached output (no second pass)."""
+    is_mode: str = "none"
+    """Behaviour correction for the sampler/trainer mismatch: ``none``, ``truncate`` (TIS) or ``mask`` (MIS)."""
+    is_level: str = "token"
+    is_cap: float = 2.0
+    is_band: tuple[float, float] = (0.5, 2.0)
 
 
-def to_sequences(episodes: list[Episode], aggregation: str, context_loss_weight: float = 0.0) -> list[packing.Sequence]:
+def step_settings(cfg: TrainConfig) -> StepSettings:
+    """The RL optimiser step's settings, from the config: the one place they are mapped."""
+    a = cfg.algo
+    return StepSettings(
+        loss=a.loss, aggregation=a.aggregation,
+        aggregation_length=a.aggregation_length or cfg.env.max_turns * cfg.rollout.max_new_tokens,
+        clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_estimator=a.kl_estimator,
+        temperature=cfg.rollout.temperature, row_tokens=cfg.optim.row_tokens,
+        rows_per_micro_batch=cfg.optim.rows_per_micro_batch, grad_clip=cfg.optim.grad_clip,
+        behaviour_logp=a.behaviour_logp, is_mode=a.is_correction, is_level=a.is_level, is_cap=a.is_cap,
+        is_band=(a.is_low, a.is_high),
+    )
+
+
+def sft_settings(cfg: TrainConfig) -> StepSettings:
+    """The SFT step's settings: token-mean NLL at temperature 1, packed like RL."""
+    return dataclasses.replace(
+        step_settings(cfg), loss="sft", temperature=1.0, aggregation="token", context_loss_weight=cfg.sft.context_loss_weight
+    )
+
+
+def to_sequences(
+    episodes: list[Episode], aggregation: str, context_loss_weight: float = 0.0, aggregation_length: int | None = None
+) -> list[packing.Sequence]:
     """Per-token fields of each episode, with the aggregation weight of the whole set.
 
     With ``context_loss_weight`` > 0 a ``ctx`` field weights the non-policy targets (token 1 onwards)
     by ``context_loss_weight / (their count over all episodes)``.
     """
-    weights = aggregation_weights([sum(ep.loss_mask[1:]) for ep in episodes], aggregation)
+    weights = aggregation_weights([sum(ep.loss_mask[1:]) for ep in episodes], aggregation, aggregation_length)
     seqs = [
         packing.Sequence(
             ids=ep.ids,
             fields={
                 "mask": [float(m) for m in ep.loss_mask],
                 "old_logp": ep.old_logp,
+                "sampler_logp": ep.sampler_logp if len(ep.sampler_logp) == len(ep.ids) else ep.old_logp,
                 "adv": [ep.advantage] * len(ep.ids),
                 "weight": [w] * len(ep.ids),
             },
@@ -70,22 +112,72 @@ def to_sequences(episodes: list[Episode], aggregation: str, context_loss_weight:
     return seqs
 
 
+def _rows(seqs: list[packing.Sequence], s: StepSettings) -> list[list[int]]:
+    lengths = [len(q.ids) for q in seqs]
+    return packing.first_fit_decreasing(lengths, s.row_tokens) if s.packed else packing.one_per_row(lengths)
+
+
+def _add(totals: dict[str, float], stats: dict[str, float]) -> None:
+    for k, v in stats.items():
+        totals[k] = max(totals.get(k, 0.0), v) if k.endswith("_max") else totals.get(k, 0.0) + v
+
+
+def mismatch_metrics(sums: dict[str, float]) -> dict[str, float]:
+    """``mismatch/*`` metrics from summed ``losses.mismatch_sums``: how far the sampler's log-probs are
+    from the trainer's forward of the same tokens."""
+    n = max(1.0, sums.get("mismatch_num", 0.0))
+    return {
+        "mismatch/logp_abs_diff_mean": sums.get("mismatch_abs_sum", 0.0) / n,
+        "mismatch/logp_abs_diff_max": sums.get("mismatch_abs_max", 0.0),
+        "mismatch/kl_sampler_trainer": sums.get("mismatch_kl_sum", 0.0) / n,
+    }
+
+
+@torch.no_grad()
+def recompute_behaviour_logprobs(model, episodes: list[Episode], s: StepSettings, backend: str, write: bool = True) -> dict[str, float]:
+    """The training forward (packed, same attention path, train mode) of every episode's sampled tokens
+    before any update: writes them to ``ep.old_logp`` when ``write`` (``ep.sampler_logp`` keeps the
+    sampler's), and returns the mismatch sums against the sampler's (see ``mismatch_metrics``)."""
+    device = next(model.parameters()).device
+    seqs = to_sequences(episodes, "token")
+    model.train()
+    totals: dict[str, float] = {}
+    for micro_rows in packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch):
+        batch = packing.collate(seqs, micro_rows)
+        mask_BT = batch.fields_BT["mask"] > 0
+        logp_BT, _ = token_logprobs(model, batch, backend, s.temperature, select_BT=mask_BT)
+        sampler_BT = batch.fields_BT["sampler_logp"].to(device=device, dtype=logp_BT.dtype)
+        _add(totals, {f"mismatch_{k}": v for k, v in mismatch_sums(logp_BT, sampler_BT, mask_BT.to(device)).items()})
+        if not write:
+            continue
+        logp_BT = logp_BT.double().cpu()
+        for b, (row, lens) in enumerate(zip(batch.seq_index, batch.seq_lens)):
+            start = 0
+            for i, n in zip(row, lens):
+                ep = episodes[i]
+                # position start + j holds the log-prob of token j + 1 of the episode
+                values = logp_BT[b, start : start + n - 1].tolist()
+                ep.old_logp = [ep.old_logp[0]] + [v if m else old for v, m, old in zip(values, ep.loss_mask[1:], ep.old_logp[1:])]
+                start += n
+    return totals
+
+
 def accumulate_gradients(
     model, ref_model, episodes: list[Episode], s: StepSettings, backend: str, loss_name: str | None = None
 ) -> dict[str, float]:
     """Forward/backward over all micro-batches (gradients accumulate in ``.grad``); returns statistics.
 
     ``loss_name="sft"`` uses the negative log-likelihood of the masked tokens instead of a policy loss.
+    The ``mismatch_*`` sums compare this forward (before the step's update) with the sampler's log-probs.
     """
     device = next(model.parameters()).device
     sft = (loss_name or s.loss) == "sft"
-    seqs = to_sequences(episodes, s.aggregation, s.context_loss_weight if sft else 0.0)
+    seqs = to_sequences(episodes, s.aggregation, s.context_loss_weight if sft else 0.0, s.aggregation_length)
     lengths = [len(q.ids) for q in seqs]
-    rows = packing.first_fit_decreasing(lengths, s.row_tokens) if s.packed else packing.one_per_row(lengths)
     params = LossParams(s.clip_low, s.clip_high)
-    totals = {"loss": 0.0, "num_valid": 0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0, "entropy_sum": 0.0}
+    totals: dict[str, float] = {"loss": 0.0, "num_valid": 0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0, "entropy_sum": 0.0}
     num_positions = 0
-    for micro_rows in packing.split_rows(rows, s.rows_per_micro_batch):
+    for micro_rows in packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch):
         batch = packing.collate(seqs, micro_rows)
         num_positions += attention.computed_positions(batch, backend)
         policy_BT = batch.fields_BT["mask"] > 0
@@ -108,18 +200,28 @@ def accumulate_gradients(
             if ref_model is not None and s.kl_coef > 0:
                 with torch.no_grad():
                     ref_logp_BT, _ = token_logprobs(ref_model, batch, backend, s.temperature, select_BT=select_BT)
+            old_logp_BT = torch.where(mask_BT.bool(), logp_BT.detach(), 0.0) if s.old_logp_from_forward else f["old_logp"]
+            segments = Segments(batch.segment_ids_BT.to(device))
+            is_weight_BT = behaviour_weights(
+                old_logp_BT, f["sampler_logp"], mask_BT, s.is_mode, s.is_level, s.is_cap, s.is_band, segments
+            ) if s.is_mode != "none" else None
             loss, stats = policy_loss(
-                s.loss, logp_BT, f["old_logp"], f["adv"], f["weight"], mask_BT, params, ref_logp_BT, s.kl_coef
+                s.loss, logp_BT, old_logp_BT, f["adv"], f["weight"], mask_BT, params, ref_logp_BT, s.kl_coef,
+                s.kl_estimator, is_weight_BT, segments,
             )
+            if is_weight_BT is not None:
+                stats["is_weight_sum"] = float(torch.where(mask_BT.bool(), is_weight_BT, 0.0).sum())
+                stats["is_changed_sum"] = float((mask_BT.bool() & (is_weight_BT != 1.0)).sum())
+            with torch.no_grad():
+                stats.update({f"mismatch_{k}": v for k, v in mismatch_sums(logp_BT.detach(), f["sampler_logp"], mask_BT).items()})
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite loss {float(loss)}")
         loss.backward()
         totals["loss"] += float(loss.detach())
-        for k in ("num_valid", "clip_sum", "ratio_sum", "kl_sum"):
-            totals[k] += stats[k]
+        _add(totals, stats)
         totals["entropy_sum"] += float(torch.where(mask_BT.bool(), entropy_BT, 0.0).sum())
     n = max(1, totals["num_valid"])
-    return {
+    out = {
         "loss": totals["loss"],
         "clip_fraction": totals["clip_sum"] / n,
         "ratio_mean": totals["ratio_sum"] / n,
@@ -128,7 +230,12 @@ def accumulate_gradients(
         "num_valid_tokens": totals["num_valid"],
         "num_tokens": sum(lengths),
         "packing_efficiency": sum(lengths) / max(1, num_positions),
+        **{k: v for k, v in totals.items() if k.startswith("mismatch_")},
     }
+    if "is_weight_sum" in totals:
+        out["is_weight_mean"] = totals["is_weight_sum"] / n
+        out["is_changed_fraction"] = totals["is_changed_sum"] / n
+    return out
 
 
 def optimiser_step(model, ref_model, optimizer, scheduler, episodes, s: StepSettings, backend: str, loss_name=None):
@@ -148,3 +255,34 @@ def optimiser_step(model, ref_model, optimizer, scheduler, episodes, s: StepSett
     stats["seconds"] = time.perf_counter() - t0
     stats["tokens_per_s"] = stats["num_tokens"] / max(stats["seconds"], 1e-9)
     return stats
+
+
+def rl_update(
+    model, ref_model, optimizer, scheduler, episodes: list[Episode], s: StepSettings, backend: str,
+    ppo_epochs: int = 1, num_minibatches: int = 1,
+) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """The optimisation of one RL step: ``ppo_epochs x num_minibatches`` optimiser steps.
+
+    Behaviour log-probs: with one update per step, its own forward is the trainer's pre-update
+    forward (so ``old_logp`` is that forward, detached, and the first ratio is exactly 1). With more,
+    a separate no-grad forward of every episode runs first (``recompute_behaviour_logprobs``). Either
+    way the sampler/trainer mismatch of the step is measured on that pre-update forward.
+
+    Returns:
+        The statistics of each optimiser step, and the step's ``mismatch/*`` metrics.
+    """
+    single = ppo_epochs == 1 and num_minibatches == 1
+    if single:
+        s = dataclasses.replace(s, old_logp_from_forward=s.behaviour_logp == "trainer")
+        mismatch: dict[str, float] = {}
+    else:
+        mismatch = recompute_behaviour_logprobs(model, episodes, s, backend, write=s.behaviour_logp == "trainer")
+    model.train()
+    stats = []
+    chunk = (len(episodes) + num_minibatches - 1) // num_minibatches
+    for _ in range(ppo_epochs):
+        for mb in range(0, len(episodes), chunk):
+            stats.append(optimiser_step(model, ref_model, optimizer, scheduler, episodes[mb : mb + chunk], s, backend))
+    if single:
+        mismatch = {k: v for k, v in stats[0].items() if k.startswith("mismatch_")}
+    return stats, mismatch_metrics(mismatch)

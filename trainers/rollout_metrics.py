@@ -90,11 +90,3 @@ def eval_metrics(episodes: list[Episode]) -> dict[str, float]:
     out.setdefault("val/task_success_rate", 0.0)
     out["val/reward/mean"] = sum(ep.reward for ep in episodes) / n
     return out
-
-
-def divergence_warning(train_rewards: list[float], val_success: list[float], window: int = 3) -> bool:
-    """True when the mean training reward rose over the last ``window`` evaluations while validation success fell."""
-    if len(val_success) < 2 or len(train_rewards) < 2 * window:
-        return False
-    reward_up = sum(train_rewards[-window:]) / window > sum(train_rewards[-2 * window : -window]) / window
-    return reward_up and val_success[-1] < val_success[-2]

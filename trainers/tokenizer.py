@@ -25,19 +25,39 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_bpe_tokenizer(texts: list[str], vocab_size: int = 2048, atomic_tool_tags: bool = True):
+def build_bpe_tokenizer(
+    texts: list[str], vocab_size: int = 2048, atomic_tool_tags: bool = True, split_digits: bool = False
+):
     """Train a byte-level BPE on ``texts`` and wrap it as a ``PreTrainedTokenizerFast`` with ChatML.
 
     Needs no files or network. ``<|im_end|>`` is the end-of-turn (eos) token, ``<|endoftext|>`` pads.
     With ``atomic_tool_tags`` (as in Qwen2.5's tokenizer) ``<tool_call>`` and ``</tool_call>`` are single
     tokens: split into ``<``, ``tool``, ``_``, ``call``, a tiny model trained from scratch kept
     continuing ``<tool_`` with the more frequent ``door`` of ``dock_door`` and never produced a valid call.
+
+    With ``split_digits`` every digit is its own pre-token (as in the Llama and Qwen2 tokenizers), so no
+    merge spans two digits: an identifier such as ``SHP-326044`` is six digit tokens wherever it appears,
+    and a model copies it digit by digit from a ten-token alphabet instead of from hundreds of
+    multi-digit pieces that each occur rarely.
+
+    Args:
+        texts: the training texts (message contents, tool schemas).
+        vocab_size: the vocabulary size including special tokens.
+        atomic_tool_tags: make ``<tool_call>`` and ``</tool_call>`` single tokens.
+        split_digits: isolate every digit before the byte-level pre-tokenizer.
+
+    Returns:
+        A ``PreTrainedTokenizerFast`` with the ChatML tool template.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_digits:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+    else:
+        tok.pre_tokenizer = byte_level
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

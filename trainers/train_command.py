@@ -15,6 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sopgym train", description="Train a policy on sopgym environments (SFT + RL).")
     p.add_argument("--config", required=True, help="YAML config (see configs/)")
     p.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint in run_dir")
+    p.add_argument("--allow-config-change", action="store_true",
+                   help="resume even if the config differs from the checkpoint's beyond the run-length keys")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. rollout.group_size=8 optim.lr=1e-5")
     return p
@@ -26,12 +28,17 @@ def main(argv: list[str] | None = None) -> int:
         argv = argv[1:]
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from .config import config_to_dict, load_config
+    from .config import ConfigError, config_to_dict, load_config, runtime_problems
 
     try:
         cfg = load_config(args.config, args.overrides)
-    except ValueError as exc:
-        print(f"sopgym train: invalid config: {exc}", file=sys.stderr)
+        if not args.print_config:
+            problems = runtime_problems(cfg)
+            if problems:
+                raise ConfigError(problems)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"sopgym train: {problem}", file=sys.stderr)
         return 2
     if args.print_config:
         import yaml
@@ -40,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .loop import train
 
-    result = train(cfg, resume=not args.no_resume)
+    try:
+        result = train(cfg, resume=not args.no_resume, allow_config_change=args.allow_config_change)
+    except ConfigError as exc:  # found once the checkpoint or tokenizer is read, before any training
+        for problem in exc.problems:
+            print(f"sopgym train: {problem}", file=sys.stderr)
+        return 2
     print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
     return 0
 

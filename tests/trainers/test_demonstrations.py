@@ -56,7 +56,7 @@ def test_authored_domain_demonstrations_are_whole_episodes(tmp_path):
     cfg = load_config(None, [
         "env.env_ids=[sopgym/WarehouseReceiving-v0]", "model.tokenizer=bpe", "model.bpe_vocab_size=2048",
         "model.scratch_hidden_size=32", "model.scratch_num_layers=1", "model.scratch_intermediate_size=64",
-        "env.max_context=3072", "optim.row_tokens=3072", "sft.num_episodes=6", "sft.epochs=1", "steps=0",
+        "env.max_context=3072", "optim.row_tokens=8192", "sft.num_episodes=6", "sft.epochs=1", "steps=0",
         "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false", f"run_dir={tmp_path}", "device=cpu",
     ])
     result = train(cfg)

@@ -41,14 +41,14 @@ def test_env_workers_load_from_yaml(tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("env.workers.backend=dask", "env.workers.backend must be one of"),
-    ("env.workers.num_workers=0", "env.workers.num_workers must be an integer >= 1"),
-    ("env.workers.num_workers=true", "env.workers.num_workers must be an integer >= 1"),
-    ("env.workers.address=auto", "env.workers.backend is 'inprocess', expected 'ray'"),
-    ("env.workers.cpus_per_worker=-1", "env.workers.cpus_per_worker must be a number >= 0"),
-    ("env.workers.resources={gpu_host: -1}", "env.workers.resources must map resource names to numbers >= 0"),
-    ("env.workers.num_worker=2", "unknown keys in env.workers: ['num_worker']"),
-    ("env.workers=4", "env.workers must be a mapping"),
+    ("env.workers.backend=dask", "env.workers.backend: expected one of inprocess, ray, got 'dask'"),
+    ("env.workers.num_workers=0", "env.workers.num_workers: expected a value >= 1"),
+    ("env.workers.num_workers=true", "env.workers.num_workers: expected an integer, got True"),
+    ("env.workers.address=auto", "needs env.workers.backend 'ray', got 'inprocess'"),
+    ("env.workers.cpus_per_worker=-1", "env.workers.cpus_per_worker: expected a value >= 0.0"),
+    ("env.workers.resources={gpu_host: -1}", "env.workers.resources: expected amounts >= 0, got {'gpu_host': -1.0}"),
+    ("env.workers.num_worker=2", "env.workers.num_worker: unknown key (did you mean 'num_workers'?)"),
+    ("env.workers=4", "env.workers: expected a section (a mapping), got 4"),
 ])
 def test_bad_env_workers_are_refused_at_load(override, message):
     with pytest.raises(ValueError) as exc:

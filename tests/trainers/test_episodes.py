@@ -94,3 +94,25 @@ def test_real_domain_oracle_episode_is_prefix_consistent():
         seen = len(info["messages"])
     assert info["episode"]["reward"] == 1.0
     assert ep.ids == template_ids(tok, ep.messages, ep.tools)
+
+
+def test_a_declared_end_of_turn_that_is_not_the_templates_is_kept_and_stripped_from_the_message():
+    """Qwen2.5-Instruct may end a turn with <|endoftext|> (its generation config's second eos) while
+    its template closes turns with <|im_end|>: the sampled id stays in ids (token in, token out), the
+    env never sees it in the message, and the template's closing text follows as context."""
+    tok = tiny_tokenizer()
+    env = fake_env.FakeSopEnv()
+    _, info = env.reset(seed=0)
+    ep = Episode("t", 0, 0, "fake", messages=list(info["messages"]), tools=info["tools"])
+    endoftext = tok.convert_tokens_to_ids("<|endoftext|>")
+    b = EpisodeBuilder(tok, ep, stop_ids={tok.eos_token_id, endoftext})
+    reply = fake_env.oracle_reply(ep.messages)
+    sampled = tok(reply, add_special_tokens=False)["input_ids"] + [endoftext]
+    start = len(ep.ids)
+    assert b.add_assistant(sampled, [-0.5] * len(sampled)) == reply
+    b.add_env_messages([{"role": "tool", "content": "red"}])
+    assert ep.messages[-2] == {"role": "assistant", "content": reply}
+    assert ep.ids[start : start + len(sampled)] == sampled and ep.sampler_logp[start : start + len(sampled)] == [-0.5] * len(sampled)
+    after = tok.decode(ep.ids[start + len(sampled) :])
+    assert after.startswith("<|im_end|>\n<|im_start|>tool\nred<|im_end|>")
+    assert sum(ep.loss_mask) == len(sampled)

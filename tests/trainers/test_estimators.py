@@ -10,16 +10,21 @@ from hypothesis import strategies as st
 from sopgym.trainers.advantages import ADVANTAGES, dr_grpo, grpo, normalise_components, passk, rloo, zero_variance
 from sopgym.trainers.episodes import Episode
 from sopgym.trainers.losses import (
+    KL_ESTIMATORS,
     LOSSES,
+    SEQUENCE_LOSSES,
     LossParams,
+    Segments,
     aggregation_weights,
+    behaviour_weights,
     cispo,
     is_reinforce,
     k3_kl,
+    mismatch_sums,
     policy_loss,
     ppo_clip,
 )
-from sopgym.trainers.rollout_metrics import assign_advantages, divergence_warning
+from sopgym.trainers.rollout_metrics import assign_advantages
 
 T = torch.tensor
 
@@ -108,7 +113,7 @@ def test_ratio_one_reduces_ppo_and_cispo_to_reinforce():
     base = torch.randn(10, generator=g, dtype=torch.float64) - 2
     adv = torch.randn(10, generator=g, dtype=torch.float64)
     grads, values = {}, {}
-    for name in LOSSES:
+    for name in [n for n in LOSSES if n not in SEQUENCE_LOSSES]:
         logp = base.clone().requires_grad_(True)
         out = LOSSES[name](logp, base.clone(), adv, LossParams(0.2, 0.2))
         out.sum().backward()
@@ -123,6 +128,130 @@ def test_aggregation_weights():
     assert aggregation_weights([2, 3, 0], "sequence") == [0.25, 1 / 6, 0.0]
     with pytest.raises(ValueError):
         aggregation_weights([1], "batch")
+
+
+def test_dr_grpo_fixed_length_aggregation_is_token_sum_over_a_constant():
+    """Dr. GRPO: each episode's token sum divided by a fixed constant L, averaged over the G episodes."""
+    assert aggregation_weights([2, 3, 0], "fixed_length", fixed_length=10) == [1 / 30] * 3
+    with pytest.raises(ValueError, match="constant"):
+        aggregation_weights([2], "fixed_length")
+    loss_T = T([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64)  # episode A: 2 tokens, episode B: 3 tokens
+    w = aggregation_weights([2, 3], "fixed_length", fixed_length=8)
+    weight_T = T([w[0]] * 2 + [w[1]] * 3, dtype=torch.float64)
+    assert float((weight_T * loss_T).sum()) == pytest.approx(((1 + 2) / 8 + (3 + 4 + 5) / 8) / 2)
+    # unlike the token and sequence means, doubling an episode's length doubles its weight: no length bias
+    long_w = aggregation_weights([2, 4], "fixed_length", fixed_length=8)
+    assert long_w[0] == long_w[1]
+
+
+def test_clip_fraction_counts_only_tokens_where_clipping_is_active_for_the_advantage_sign():
+    """PPO: ratio 1.5 with A>0 and 0.5 with A<0 are clipped; ratio 1.5 with A<0 and 0.5 with A>0 are
+    outside the band but keep their full gradient (the unclipped branch is the minimum)."""
+    logp = T([math.log(1.5), math.log(1.5), math.log(0.5), math.log(0.5)], dtype=torch.float64, requires_grad=True)
+    adv = T([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    ones = torch.ones(4, dtype=torch.float64)
+    loss, stats = policy_loss("ppo_clip", logp, torch.zeros(4, dtype=torch.float64), adv, ones, ones, LossParams())
+    assert stats["clip_sum"] == 2
+    loss.backward()
+    assert logp.grad[0] == 0 and logp.grad[2] == 0 and logp.grad[1] != 0 and logp.grad[3] != 0  # active = no gradient
+    _, cispo_stats = policy_loss("cispo", logp.detach(), torch.zeros(4, dtype=torch.float64), adv, ones, ones, LossParams())
+    assert cispo_stats["clip_sum"] == 4  # CISPO's weight is clipped whatever the sign
+    _, is_stats = policy_loss("is_reinforce", logp.detach(), torch.zeros(4, dtype=torch.float64), adv, ones, ones, LossParams())
+    assert is_stats["clip_sum"] == 0
+
+
+def _categorical():
+    g = torch.Generator().manual_seed(3)
+    theta = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.softmax(torch.randn(5, generator=g, dtype=torch.float64), -1)
+    return theta, ref
+
+
+def _expected_loss_gradient(name):
+    """E_{x~pi}[grad k(x)]: the estimator used as a per-token loss on tokens sampled from pi (pi is
+    not differentiated through the sampling), computed exactly over the 5 outcomes."""
+    theta, ref = _categorical()
+    logpi = torch.log_softmax(theta, -1)
+    loss = (logpi.exp().detach() * KL_ESTIMATORS[name](logpi, ref.log())).sum()
+    (grad,) = torch.autograd.grad(loss, theta)
+    return grad
+
+
+def _divergence_gradient(forward: bool):
+    theta, ref = _categorical()
+    pi = torch.softmax(theta, -1)
+    kl = (pi * (pi.log() - ref.log())).sum() if forward else (ref * (ref.log() - pi.log())).sum()
+    (grad,) = torch.autograd.grad(kl, theta)
+    return grad
+
+
+def test_kl_estimators_expected_gradients_on_a_categorical():
+    """k1 as a loss has zero expected gradient, k2 follows KL(pi || ref), k3 follows KL(ref || pi)."""
+    forward, reverse = _divergence_gradient(True), _divergence_gradient(False)
+    assert not torch.allclose(forward, reverse, atol=1e-3)  # the two divergences differ here
+    assert torch.allclose(_expected_loss_gradient("k1"), torch.zeros(5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(_expected_loss_gradient("k2"), forward, atol=1e-12)
+    assert torch.allclose(_expected_loss_gradient("k3"), reverse, atol=1e-12)
+
+
+def test_kl_values_and_clamps():
+    theta, ref = _categorical()
+    logpi = torch.log_softmax(theta.detach(), -1)
+    pi = logpi.exp()
+    exact = float((pi * (logpi - ref.log())).sum())  # KL(pi || ref)
+    # k1 and k3 are unbiased estimates of KL(pi || ref) under pi; k2 is not
+    assert float((pi * KL_ESTIMATORS["k1"](logpi, ref.log())).sum()) == pytest.approx(exact, abs=1e-12)
+    assert float((pi * KL_ESTIMATORS["k3"](logpi, ref.log())).sum()) == pytest.approx(exact, abs=1e-12)
+    # far-off tokens: log-ratio clamped to [-20, 20] and k3 to [-10, 10] (as verl), so nothing overflows
+    far = KL_ESTIMATORS["k3"](T([-200.0, 0.0]), T([0.0, -200.0]))
+    assert torch.isfinite(far).all() and float(far.max()) == 10.0
+    assert float(KL_ESTIMATORS["k1"](T([0.0]), T([-100.0]))) == 20.0
+
+
+def test_rloo_is_reinforce_on_the_summed_log_prob_of_each_episode():
+    """Two episodes packed in one row (3 and 2 tokens): loss = mean_e(-A_e exp(S_e)), S_e the episode's
+    summed log-ratio; each token's gradient is -A_e exp(S_e) / G (on-policy: -A_e / G)."""
+    segments = Segments(T([[0, 0, 0, 1, 1, -1]]))
+    logp = T([[-1.0, -2.0, -0.5, -0.3, -0.7, 0.0]], dtype=torch.float64, requires_grad=True)
+    old = T([[-1.1, -2.0, -0.4, -0.3, -0.9, 0.0]], dtype=torch.float64)
+    adv = T([[2.0, 2.0, 2.0, -1.0, -1.0, 0.0]], dtype=torch.float64)
+    mask = T([[1.0, 1.0, 1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    w = aggregation_weights([3, 2], "sequence")
+    weight = T([[w[0]] * 3 + [w[1]] * 2 + [0.0]], dtype=torch.float64)
+    loss, _ = policy_loss("rloo", logp, old, adv, weight, mask, LossParams(), segments=segments)
+    s_a, s_b = 0.1 + 0.0 - 0.1, 0.0 + 0.2
+    assert float(loss) == pytest.approx((-2.0 * math.exp(s_a) + 1.0 * math.exp(s_b)) / 2, abs=1e-12)
+    loss.backward()
+    expected = T([[-2.0 * math.exp(s_a) / 2] * 3 + [1.0 * math.exp(s_b) / 2] * 2 + [0.0]], dtype=torch.float64)
+    assert torch.allclose(logp.grad, expected, atol=1e-12)
+
+
+def test_behaviour_weights_hand_values():
+    """rho = pi_trainer / pi_sampler per token: [2, 1, 0.25] in episode 0, [1.5] in episode 1."""
+    old = torch.log(T([[0.5, 0.9, 0.2, 0.6]], dtype=torch.float64))
+    sampler = torch.log(T([[0.25, 0.9, 0.8, 0.4]], dtype=torch.float64))
+    mask = T([[1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    seg = Segments(T([[0, 0, 0, 1]]))
+
+    def w(mode, level="token"):
+        return behaviour_weights(old, sampler, mask, mode, level, cap=1.6, band=(0.5, 1.6), segments=seg)[0].tolist()
+
+    assert w("none") == [1.0, 1.0, 1.0, 1.0]
+    assert w("truncate") == pytest.approx([1.6, 1.0, 0.25, 1.5])  # TIS: min(rho, C)
+    assert w("mask") == [0.0, 1.0, 0.0, 1.0]  # MIS: tokens outside [0.5, 1.6] dropped
+    assert w("truncate", "sequence") == pytest.approx([0.5, 0.5, 0.5, 1.5])  # product 2 * 1 * 0.25
+    assert w("mask", "sequence") == [1.0, 1.0, 1.0, 1.0]  # 0.5 and 1.5 are inside the band
+    geo = (2 * 1 * 0.25) ** (1 / 3)
+    assert w("truncate", "geometric") == pytest.approx([geo, geo, geo, 1.5])
+    assert w("mask", "geometric") == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_mismatch_sums_hand_values():
+    old = T([[-1.0, -2.0, -3.0]], dtype=torch.float64)
+    sampler = T([[-1.1, -1.8, 5.0]], dtype=torch.float64)
+    out = mismatch_sums(old, sampler, T([[1.0, 1.0, 0.0]]))
+    assert out["abs_sum"] == pytest.approx(0.3) and out["abs_max"] == pytest.approx(0.2) and out["num"] == 2
+    assert out["kl_sum"] == pytest.approx((math.exp(0.1) - 1 - 0.1) + (math.exp(-0.2) - 1 + 0.2))
 
 
 def test_k3_kl():
@@ -141,9 +270,3 @@ def test_policy_loss_masks_non_finite_values_with_zero_gradient():
     assert torch.isfinite(loss) and float(loss.detach()) == pytest.approx(-0.5 * (1.0 + 2.0))
     assert logp.grad[1] == 0.0 and torch.all(logp.grad[[0, 2]] != 0)
     assert stats["num_valid"] == 2
-
-
-def test_divergence_warning():
-    assert divergence_warning([0, 0, 0, 1, 1, 1], [0.5, 0.4], window=3)
-    assert not divergence_warning([0, 0, 0, 1, 1, 1], [0.4, 0.5], window=3)
-    assert not divergence_warning([1, 1, 1, 0, 0, 0], [0.5, 0.4], window=3)

@@ -1,4 +1,5 @@
-"""The RL loop end to end on a fake env: MLflow contents, exact resume, licence refusal, run status."""
+"""The RL loop end to end on a fake env: MLflow contents, SIGTERM and exact resume, licence refusal, run status,
+changed configs on resume, weights-only checkpoints."""
 
 import os
 import signal
@@ -56,31 +57,13 @@ def test_mlflow_contents_after_a_short_run(tmp_path, tok_dir):
         "perf/train_tokens_per_s", "perf/episodes_per_s", "perf/packing_efficiency", "sft/loss",
     ):
         assert key in metrics, key
-    # max_new_tokens=4 cuts every turn: the >5% token-cap warning fires as metric and tag
-    assert metrics["warnings/token_cap"] == 1.0 and "warning/token_cap" in run.data.tags
+    # max_new_tokens=4 cuts every turn: the truncation alarm fires as metric and tag
+    assert metrics["alarms/truncated_episodes"] == 1.0 and "alarm/truncated_episodes" in run.data.tags
+    for key in ("mismatch/logp_abs_diff_mean", "mismatch/logp_abs_diff_max", "mismatch/kl_sampler_trainer"):
+        assert key in metrics, key
     assert [m.step for m in client.get_metric_history(result.run_id, "val/task_success_rate")] == [0, 2]
     assert run.data.params["algo.loss"] == "ppo_clip" and run.data.params["rollout.group_size"] == "3"
     assert "curves.png" in [a.path for a in client.list_artifacts(result.run_id)]
-
-
-def test_resume_is_bit_exact_and_continues_the_mlflow_run(tmp_path, tok_dir):
-    from mlflow.tracking import MlflowClient
-
-    straight = train(_cfg(tmp_path / "a", tok_dir, "steps=4"), make_env=_env())
-    cfg_b = _cfg(tmp_path / "b", tok_dir, "steps=4", "tracking.enabled=true")
-    first = train(cfg_b, make_env=_env(), stop_after=2)
-    assert len(first.history) == 2
-    resumed = train(cfg_b, make_env=_env())
-    assert resumed.run_id == first.run_id
-    sa, sb = straight.model.state_dict(), resumed.model.state_dict()
-    assert all(torch.equal(sa[k], sb[k]) for k in sa)
-    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
-    assert [strip(h) for h in straight.history] == [strip(h) for h in resumed.history]
-    assert any(h["train/grad_norm"] > 0 for h in straight.history)  # the model did train
-    client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'b').resolve() / 'mlflow.db'}")
-    steps = [m.step for m in client.get_metric_history(first.run_id, "rollout/reward/mean")]
-    assert sorted(steps) == [0, 1, 2, 3]
-    assert client.get_run(first.run_id).info.status == "FINISHED"
 
 
 def test_refuses_tasks_whose_licence_forbids_training(tmp_path, tok_dir):
@@ -123,3 +106,75 @@ def test_run_status_on_exception_and_sigterm(tmp_path, tok_dir, how, status):
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("sopgym").experiment_id])
     assert run.info.status == status
+
+
+class _TermDuring(fake_env.FakeSopEnv):
+    """Sends SIGTERM to its own process once, during the rollouts of the task with seed ``term_seed``."""
+
+    sent = False
+    term_seed = 2  # the first task of RL step 1 (batch_size 2, seed 0)
+
+    def step(self, action):
+        if self.seed_ == self.term_seed and not type(self).sent:
+            type(self).sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().step(action)
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_continues_bit_exactly(tmp_path, tok_dir):
+    from mlflow.tracking import MlflowClient
+
+    from sopgym.trainers import checkpoint
+
+    straight = train(_cfg(tmp_path / "a", tok_dir, "steps=4"), make_env=_env())
+    cfg = _cfg(tmp_path / "b", tok_dir, "steps=4", "tracking.enabled=true")
+    _TermDuring.sent = False
+    with pytest.raises(Killed):
+        train(cfg, make_env=lambda env_id: _TermDuring(max_turns=2, shaped=True))
+    saved = checkpoint.load(tmp_path / "b")
+    assert saved is not None and saved["step"] == 2  # the step in flight finished, then the checkpoint
+    client = MlflowClient(tracking_uri=f"sqlite:///{(tmp_path / 'b').resolve() / 'mlflow.db'}")
+    assert client.get_run(saved["mlflow_run_id"]).info.status == "KILLED"
+    resumed = train(cfg, make_env=_env())
+    assert resumed.run_id == saved["mlflow_run_id"]  # the same MLflow run continues
+    sa, sb = straight.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
+    assert [strip(h) for h in straight.history] == [strip(h) for h in resumed.history]
+    assert any(h["train/grad_norm"] > 0 for h in straight.history)  # the model did train
+    steps = [m.step for m in client.get_metric_history(saved["mlflow_run_id"], "rollout/reward/mean")]
+    assert sorted(steps) == [0, 1, 2, 3]  # no step logged twice
+    assert client.get_run(saved["mlflow_run_id"]).info.status == "FINISHED"
+
+
+def test_checkpoints_load_with_weights_only(tmp_path, tok_dir):
+    train(_cfg(tmp_path, tok_dir, "steps=1", "algo.kl_coef=0.01"), make_env=_env())
+    payload = torch.load(tmp_path / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert payload["step"] == 1 and payload["ref_model"] is not None
+
+
+def test_resume_refuses_a_changed_config_naming_the_keys(tmp_path, tok_dir):
+    from sopgym.trainers.config import ConfigError
+
+    train(_cfg(tmp_path, tok_dir, "steps=1"), make_env=_env())
+    with pytest.raises(ConfigError, match=r"differs from the checkpoint's in algo.clip_high, optim.lr \("):
+        train(_cfg(tmp_path, tok_dir, "steps=2", "optim.lr=1e-3", "algo.clip_high=0.3"), make_env=_env())
+    longer = train(_cfg(tmp_path, tok_dir, "steps=2", "eval_every=1", "progress=true"), make_env=_env())  # run-length keys
+    assert len(longer.history) == 2
+    forced = train(_cfg(tmp_path, tok_dir, "steps=3", "optim.lr=1e-3"), make_env=_env(), allow_config_change=True)
+    assert len(forced.history) == 3
+
+
+def test_train_command_exits_2_on_a_changed_config(tmp_path, tok_dir, capsys):
+    from sopgym.trainers.train_command import main
+
+    base = ["env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
+            "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
+            "optim.row_tokens=1024", "rollout.max_new_tokens=8", "rollout.batch_size=1", "rollout.group_size=2",
+            "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false", f"run_dir={tmp_path}",
+            "device=cpu", "steps=1"]
+    config = tmp_path / "c.yaml"
+    config.write_text("{}\n")
+    assert main(["--config", str(config), *base]) == 0
+    assert main(["--config", str(config), *base, "optim.lr=0.5"]) == 2
+    assert "optim.lr" in capsys.readouterr().err

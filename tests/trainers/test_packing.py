@@ -53,10 +53,23 @@ def test_block_causal_mask_pattern():
 
 
 def test_select_backend():
-    assert attention.select_backend("auto", "cpu") == "sdpa"
+    # auto never builds a dense [B, 1, T, T] mask and never picks a flash kernel for fp32 weights
+    assert attention.select_backend("auto", "cpu") == "sdpa_varlen"
+    assert attention.select_backend("auto", "cpu", torch.bfloat16) == "sdpa_varlen"
     assert attention.select_backend("eager", "cpu") == "eager"
-    with pytest.raises(ValueError):
-        attention.select_backend("flash_varlen", "cpu")
+    for backend in attention.CUDA_BACKENDS:
+        with pytest.raises(ValueError, match="float16 or bfloat16"):
+            attention.select_backend(backend, "cpu", torch.float32)
+        with pytest.raises(ValueError, match="CUDA"):
+            attention.select_backend(backend, "cpu", torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_auto_on_cuda_picks_a_flash_kernel_for_half_weights_and_sdpa_varlen_for_fp32():
+    assert attention.select_backend("auto", "cuda", torch.float32) == "sdpa_varlen"
+    half = attention.select_backend("auto", "cuda", torch.bfloat16)
+    expected = "flash_varlen" if attention.flash_attn_available() else "torch_varlen"
+    assert half == expected or (half == "sdpa_varlen" and not attention.torch_varlen_available("cuda"))
 
 
 def _episodes(tok, n=5):
@@ -180,14 +193,19 @@ def test_sdpa_varlen_model_generates_like_sdpa():
 
 
 @pytest.mark.gpu
-def test_flash_varlen_matches_unpacked_on_gpu():
-    pytest.importorskip("flash_attn")
+@pytest.mark.parametrize("backend", attention.CUDA_BACKENDS)
+def test_flash_varlen_matches_unpacked_on_gpu(backend):
+    if backend == "flash_varlen":
+        pytest.importorskip("flash_attn")
+    elif not attention.torch_varlen_available("cuda"):
+        pytest.skip("this GPU or torch has no flash varlen kernel")
     tok = tiny_tokenizer()
-    model = tiny_model(tok, dtype=torch.bfloat16, attn="flash_attention_2").cuda().eval()
+    model = tiny_model(tok, dtype=torch.bfloat16, attn=attention.HF_IMPLEMENTATION[backend]).cuda().eval()
     eps = _episodes(tok)
     rows = packing.first_fit_decreasing([len(e.ids) for e in eps], 4096)
     batch = packing.collate(to_sequences(eps, "token"), rows)
-    packed = _packed_logps(model, batch, "flash_varlen")
+    assert any(len(r) > 1 for r in rows)  # really packed
+    packed = _packed_logps(model, batch, backend)
     alone = []
     with torch.no_grad():
         for ep in eps:

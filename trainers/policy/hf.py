@@ -1,13 +1,23 @@
 """Batched sampling from a local Hugging Face causal LM with a KV cache.
 
-Shape legend: B = prompts in the batch, P = longest prompt (left-padded), V = vocabulary.
+Shape legend: B = prompts in the batch, P = longest prompt (left-padded), L = P + the longest
+generation (the KV cache's length), N = new tokens, V = vocabulary.
 
 Prompts are left-padded so every row's next token sits in the last column; position ids count only
-real tokens, so a padded prompt sees the same positions as it would alone. Each row stops at the
-end-of-turn token or at its own ``max_new_tokens``. The recorded log-prob of a sampled token is taken
-under ``softmax(logits / temperature)`` *before* the top-p cut, the same distribution the trainer
-recomputes (a documented simplification: with top_p < 1 the true sampling distribution is the
-renormalised nucleus).
+real tokens, so a padded prompt sees the same positions as it would alone. The 2-D attention mask
+is passed on every forward, padded or not: with a pre-allocated (static) cache the keys of the
+slots not yet written are zeros, and only the mask keeps a decode step from attending to them
+(without it, SDPA-varlen and flash-attention read the whole cache: tested against a no-cache full
+forward for every backend).
+
+Each row stops at any end-of-turn id the model and its chat template declare (``end_of_turn_ids``)
+or at its own ``max_new_tokens``. Stop detection and bookkeeping stay on the device: the sampled ids
+and log-probs of all rows are written into ``[B, N]`` tensors and copied to the host once per call;
+the loop syncs once per token for the whole batch (are all rows done?), never per row.
+
+The recorded log-prob of a sampled token is taken under ``softmax(logits / temperature)`` *before*
+the top-p cut, the same distribution the trainer recomputes (a documented simplification: with
+top_p < 1 the true sampling distribution is the renormalised nucleus).
 """
 
 from __future__ import annotations
@@ -17,13 +27,15 @@ from dataclasses import dataclass
 
 import torch
 
+from ..episodes import end_of_turn_ids
+
 
 @dataclass
 class Sample:
     ids: list[int]
     logps: list[float]
     hit_cap: bool
-    """Stopped by max_new_tokens rather than by the end-of-turn token."""
+    """Stopped by max_new_tokens rather than by an end-of-turn id."""
 
 
 def top_p_filter(logits_BV: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -37,13 +49,29 @@ def top_p_filter(logits_BV: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits_BV.masked_fill(drop_BV, float("-inf"))
 
 
+def _draw(probs_BV: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One sample per row. On CPU ``torch.multinomial``; on an accelerator the exponential race
+    ``argmax(p / E)`` with ``E ~ Exp(1)`` (the same distribution, and no host sync)."""
+    if probs_BV.device.type == "cpu":
+        return torch.multinomial(probs_BV, 1, generator=generator).squeeze(-1)
+    race_BV = torch.empty_like(probs_BV).exponential_(1.0, generator=generator)
+    return (probs_BV / race_BV).argmax(-1)
+
+
 class HFPolicy:
-    """Generate one turn for many episodes at once.
+    """Generate one turn for many episodes at once: the trainer's sampler.
+
+    The sampler interface the loop uses (a separate inference engine can stand in for it): token ids
+    in, sampled ids and their log-probs out (``generate``), the sampling parameters per call, the
+    ids that end a turn (``stop_ids``), and ``load_weights`` to take the learner's new weights.
 
     Args:
-        model: a causal LM (its attention implementation is used as is; generation needs no block mask).
-        tokenizer: provides ``eos_token_id`` (end of turn) and ``pad_token_id``.
-        stop_ids: extra token ids that end a turn.
+        model: a causal LM (its attention implementation is used as is).
+        tokenizer: provides ``pad_token_id`` and the chat template whose end-of-turn token stops a turn.
+        stop_ids: extra token ids that end a turn (besides ``end_of_turn_ids(tokenizer, model)``).
+        static_cache: pre-allocate the KV cache (falls back to the dynamic cache where unsupported).
+        bucket_by_length: generate each group of equal-length prompts as its own batch (no padding).
+            None: on CPU only.
     """
 
     def __init__(
@@ -56,9 +84,9 @@ class HFPolicy:
     ):
         self.model = model
         self.tok = tokenizer
-        self.stop_ids = {tokenizer.eos_token_id, *(stop_ids or [])}
+        self.stop_ids = set(end_of_turn_ids(tokenizer, model)) | set(stop_ids or [])
         self.static_cache = static_cache
-        # On CPU, a left-padded batch makes SDPA fall back to a materialised [B, 1, P, P] mask in the prefill,
+        # On CPU, a left-padded batch makes SDPA fall back to a materialised [B, 1, P, L] mask in the prefill,
         # which cost more than batching saved in our benchmark; batching only prompts of equal length needs
         # no mask at all (GRPO groups share their first prompt). None: bucket on CPU, pad on GPU.
         if bucket_by_length is None:
@@ -68,6 +96,13 @@ class HFPolicy:
         # transformers 5.x renamed the KV-cache argument; the cache object is updated in place either way.
         params = inspect.signature(model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        # Only the last position's logits are needed: the prefill must not build [B, P, V] logits.
+        self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
+        """Take the learner's weights. In-process the sampler shares the learner's model, so this is a
+        copy only when the dict holds other tensors than the model's own."""
+        self.model.load_state_dict(state_dict)
 
     def _new_cache(self, max_len: int):
         """A pre-allocated (static) KV cache: appending writes in place instead of re-concatenating the
@@ -92,7 +127,19 @@ class HFPolicy:
         top_p: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> list[Sample]:
-        """Sample one turn per prompt; ``temperature == 0`` means greedy (log-probs at temperature 1)."""
+        """Sample one turn per prompt.
+
+        Args:
+            prompts: token ids of each episode so far.
+            max_new_tokens: a cap for every row, or one per row.
+            temperature: 0 means greedy (log-probs then at temperature 1).
+            top_p: nucleus sampling (log-probs are taken before the cut).
+            generator: a CPU generator; on an accelerator a device generator is seeded from it once
+                per call, so a run is reproducible from the CPU generator's state alone.
+
+        Returns:
+            One ``Sample`` per prompt, in order.
+        """
         if isinstance(max_new_tokens, int):
             max_new_tokens = [max_new_tokens] * len(prompts)
         if not self.bucket_by_length:
@@ -108,63 +155,76 @@ class HFPolicy:
                 out[i] = sample
         return out  # type: ignore[return-value]
 
+    def _device_generator(self, generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
+        if generator is None or device.type == "cpu":
+            return generator
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        return torch.Generator(device=device).manual_seed(seed)
+
     @torch.no_grad()
     def _generate(self, prompts, max_new_tokens, temperature, top_p, generator) -> list[Sample]:
         device = next(self.model.parameters()).device
         num_B = len(prompts)
+        if num_B == 0:
+            return []
         width_P = max(len(p) for p in prompts)
+        num_N = max(max_new_tokens)
+        if num_N <= 0:
+            return [Sample([], [], hit_cap=True) for _ in prompts]
         input_BP = torch.full((num_B, width_P), self.pad_id, dtype=torch.long)
-        attn_BP = torch.zeros((num_B, width_P), dtype=torch.long)
+        attn_BL = torch.zeros((num_B, width_P + num_N), dtype=torch.long)
         for b, p in enumerate(prompts):
-            input_BP[b, width_P - len(p) :] = torch.tensor(p)
-            attn_BP[b, width_P - len(p) :] = 1
-        input_BP, attn_BP = input_BP.to(device), attn_BP.to(device)
-        padded = bool((attn_BP == 0).any())
-        pos_BP = (attn_BP.cumsum(-1) - 1).clamp(min=0)
+            input_BP[b, width_P - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn_BL[b, width_P - len(p) : width_P] = 1
+        input_BP, attn_BL = input_BP.to(device), attn_BL.to(device)
+        pos_BP = (attn_BL[:, :width_P].cumsum(-1) - 1).clamp(min=0)
         caps_B = torch.tensor(max_new_tokens, device=device)
-        out_ids: list[list[int]] = [[] for _ in range(num_B)]
-        out_logps: list[list[float]] = [[] for _ in range(num_B)]
+        stop_S = torch.tensor(sorted(self.stop_ids), dtype=torch.long, device=device)
+        ids_BN = torch.full((num_B, num_N), self.pad_id, dtype=torch.long, device=device)
+        logp_BN = torch.zeros((num_B, num_N), dtype=torch.float32, device=device)
+        num_new_B = torch.zeros(num_B, dtype=torch.long, device=device)
+        stopped_B = torch.zeros(num_B, dtype=torch.bool, device=device)
         done_B = caps_B <= 0
-        cache = self._new_cache(width_P + int(caps_B.max().item()) if num_B else width_P)
+        draw_gen = self._device_generator(generator, device) if temperature > 0 else None
+        cache = self._new_cache(width_P + num_N)
         was_training = self.model.training
         self.model.eval()
         step_input_BP, step_pos_BP = input_BP, pos_BP
         cache_pos_P = torch.arange(width_P, device=device)
-        for _ in range(int(caps_B.max().item()) if num_B else 0):
+        for t in range(num_N):
+            width = width_P + t
             out = self.model(
                 input_ids=step_input_BP,
-                attention_mask=attn_BP if padded else None,  # no padding: the fused causal kernel
+                attention_mask=attn_BL[:, :width],  # always: it also masks the static cache's unwritten slots
                 position_ids=step_pos_BP,
                 use_cache=True,
                 cache_position=cache_pos_P,
                 **{self._cache_kw: cache},
+                **self._keep_kw,
             )
             logits_BV = out.logits[:, -1, :].float()
             if temperature > 0:
-                logp_BV = torch.log_softmax(logits_BV / temperature, dim=-1)
-                probs_BV = torch.softmax(top_p_filter(logits_BV / temperature, top_p), dim=-1)
-                next_B = torch.multinomial(probs_BV.cpu(), 1, generator=generator).squeeze(-1).to(device)
+                scaled_BV = logits_BV / temperature
+                next_B = _draw(torch.softmax(top_p_filter(scaled_BV, top_p), dim=-1), draw_gen)
             else:
-                logp_BV = torch.log_softmax(logits_BV, dim=-1)
+                scaled_BV = logits_BV
                 next_B = logits_BV.argmax(-1)
-            chosen_B = logp_BV.gather(-1, next_B[:, None]).squeeze(-1)
-            for b in range(num_B):
-                if not done_B[b]:
-                    tok_id = int(next_B[b])
-                    out_ids[b].append(tok_id)
-                    out_logps[b].append(float(chosen_B[b]))
-                    if tok_id in self.stop_ids or len(out_ids[b]) >= max_new_tokens[b]:
-                        done_B[b] = True
-            if bool(done_B.all()):
+            chosen_B = scaled_BV.gather(-1, next_B[:, None]).squeeze(-1) - torch.logsumexp(scaled_BV, dim=-1)
+            active_B = ~done_B
+            ids_BN[:, t] = torch.where(active_B, next_B, self.pad_id)
+            logp_BN[:, t] = torch.where(active_B, chosen_B, 0.0)
+            num_new_B += active_B.long()
+            is_stop_B = active_B & torch.isin(next_B, stop_S)
+            stopped_B |= is_stop_B
+            done_B = done_B | is_stop_B | (num_new_B >= caps_B)
+            if t + 1 == num_N or bool(done_B.all()):  # the one host sync per token, for the whole batch
                 break
-            next_B = torch.where(done_B, torch.full_like(next_B, self.pad_id), next_B)
-            step_input_BP = next_B[:, None]
+            step_input_BP = torch.where(done_B, self.pad_id, next_B)[:, None]
             step_pos_BP = step_pos_BP[:, -1:] + 1
             cache_pos_P = cache_pos_P[-1:] + 1
-            attn_BP = torch.cat([attn_BP, torch.ones_like(next_B)[:, None]], dim=1)
+            attn_BL[:, width] = 1
         if was_training:
             self.model.train()
-        return [
-            Sample(ids, lps, hit_cap=not (ids and ids[-1] in self.stop_ids))
-            for ids, lps in zip(out_ids, out_logps)
-        ]
+        ids, logps = ids_BN.tolist(), logp_BN.tolist()
+        lengths, stopped = num_new_B.tolist(), stopped_B.tolist()
+        return [Sample(ids[b][: lengths[b]], logps[b][: lengths[b]], hit_cap=not stopped[b]) for b in range(num_B)]

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The trainer's CUDA checks (issue 11), in one short run on a machine with one CUDA GPU, from the
+# repository root. What it checks:
+#   1. tests marked `gpu` in tests/trainers: the KV-cached sampler against a no-cache forward for every
+#      backend (flash_varlen when flash_attn is installed, torch_varlen, sdpa_varlen, sdpa, eager) x
+#      {one prompt, equal-length bucket, left-padded batch} x {static, dynamic cache}; packed =
+#      unpacked log-probs with the flash kernels; `auto` picks a flash kernel for bf16 and sdpa_varlen
+#      for fp32;
+#   2. the sampler's generation tokens/s at batch 32 on the GPU (benchmarks/train_throughput.py).
+#
+# The device machines of this workplace have torch, transformers and pytest but no network and no
+# gymnasium: carry its wheels. Prepare once where PyPI is reachable:
+#   pip download --no-deps -d .gpu_wheels gymnasium==1.4.0 farama-notifications
+# and name `.gpu_wheels` in the run's carry list. Output goes to $OUT (or ./gpu_check_out).
+set -uo pipefail
+OUT="${OUT:-gpu_check_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+if [ -d .gpu_wheels ]; then
+  "$PY" -m pip install --no-index --no-deps --quiet .gpu_wheels/*.whl 2>&1 | tail -2
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PY" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())"
+  "$PY" -c "import torch.nn.attention.varlen as v; print('varlen_attn', hasattr(v, 'varlen_attn'))" 2>&1 | tail -1
+  "$PY" -c "import flash_attn; print('flash_attn', flash_attn.__version__)" 2>&1 | tail -1
+} > "$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+timeout 420 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/trainers/test_sampler.py tests/trainers/test_packing.py \
+  > "$OUT/gpu_tests.txt" 2>&1
+echo "gpu tests exit code $?" | tee -a "$OUT/gpu_tests.txt"
+tail -40 "$OUT/gpu_tests.txt"
+timeout 150 "$PY" benchmarks/train_throughput.py --only rollout --device cuda --per-domain 1 --repeats 3 \
+  --rollout-prompts 32 --rollout-tokens 64 > "$OUT/rollout_benchmark.txt" 2>&1
+echo "benchmark exit code $?" | tee -a "$OUT/rollout_benchmark.txt"
+tail -8 "$OUT/rollout_benchmark.txt"

@@ -1,0 +1,100 @@
+"""What a run's policy has learnt to copy: teacher-forced accuracy on held-out oracle episodes, and greedy transcripts.
+
+Reads ``<run_dir>/checkpoint.pt`` and the run's tokenizer, replays the env oracle on the first
+``--tasks`` seeds of the validation split and, with the oracle's replies as the teacher, reports the
+share of policy tokens the model's argmax predicts, the same for tokens holding a digit (copied
+identifiers, dates, counts) and how many episodes have their whole first turn right (the first tool
+call copies the case's inputs). Then it prints ``--show`` greedy transcripts (assistant and tool turns).
+Used to choose the CPU demo's recipe (docs/trainer.md, "The CPU demo").
+
+    python scripts/probe_policy.py runs/demo-cpu --tasks 32 --show 2
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+
+def teacher_forced(model, tokenizer, trajectories) -> dict[str, float]:
+    """Argmax accuracy on the oracle's policy tokens: all, digit tokens, and whole first turns."""
+    from sopgym.trainers.sft import episode_from_messages
+
+    digit_ids = {i for i in range(len(tokenizer)) if any(c.isdigit() for c in tokenizer.decode([i]))}
+    num = correct = num_digit = correct_digit = first_turns_right = 0
+    with torch.no_grad():
+        for traj in trajectories:
+            ep = episode_from_messages(tokenizer, traj["messages"], traj["tools"])
+            ids_T = torch.tensor(ep.ids)
+            pred_T = model(input_ids=ids_T[None]).logits[0, :-1].argmax(-1)
+            target_T, mask_T = ids_T[1:], torch.tensor(ep.loss_mask[1:]).bool()
+            right_T = (pred_T == target_T) & mask_T
+            digit_T = mask_T & torch.tensor([t in digit_ids for t in target_T.tolist()])
+            num, correct = num + int(mask_T.sum()), correct + int(right_T.sum())
+            num_digit, correct_digit = num_digit + int(digit_T.sum()), correct_digit + int((right_T & digit_T).sum())
+            policy = mask_T.nonzero().squeeze(-1).tolist()
+            first = [p for i, p in enumerate(policy) if p - policy[0] == i]  # the first contiguous run
+            first_turns_right += all(right_T[p] for p in first)
+    return {
+        "policy_token_accuracy": correct / max(1, num),
+        "digit_token_accuracy": correct_digit / max(1, num_digit),
+        "digit_tokens": float(num_digit),
+        "first_turn_exact": first_turns_right / max(1, len(trajectories)),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("run_dir")
+    p.add_argument("--tasks", type=int, default=32, help="validation tasks for the teacher-forced figures")
+    p.add_argument("--show", type=int, default=2, help="greedy transcripts to print")
+    args = p.parse_args()
+
+    from sopgym.trainers import checkpoint
+    from sopgym.trainers.config import config_from_dict
+    from sopgym.trainers.modeling import load_model, load_tokenizer
+    from sopgym.trainers.policy.hf import HFPolicy
+    from sopgym.trainers.rollout import EnvPool, collect, group_spec_list, gym_env_factory
+    from sopgym.trainers.sft import collect_trajectories, default_oracle
+
+    ckpt = checkpoint.load(args.run_dir)
+    if ckpt is None:
+        raise SystemExit(f"no checkpoint in {args.run_dir}")
+    cfg = config_from_dict(ckpt["config"])
+    tokenizer = load_tokenizer(cfg.model, args.run_dir)
+    model = load_model(cfg.model, tokenizer, "sdpa", torch.device("cpu"))
+    model.load_state_dict(ckpt["model"])
+    model.eval()
+    env_kwargs = {"max_turns": cfg.env.max_turns, "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs}
+
+    pool = EnvPool(gym_env_factory({**env_kwargs, "max_context": None}, None))
+    try:
+        trajectories = collect_trajectories(pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.tasks, 1), default_oracle)
+    finally:
+        pool.close()
+    stats = teacher_forced(model, tokenizer, trajectories)
+    print(f"teacher-forced on {args.tasks} held-out oracle episodes: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+
+    if args.show:
+        def length_fn(text: str) -> int:
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+        pool = EnvPool(gym_env_factory({**env_kwargs, "max_context": cfg.env.max_context}, length_fn))
+        try:
+            episodes = collect(
+                pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.show, 1), HFPolicy(model, tokenizer),
+                tokenizer, max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context, temperature=0.0,
+            )
+        finally:
+            pool.close()
+        for ep in episodes:
+            print(f"=== {ep.task_id}: success {ep.success}, reward {ep.reward:.2f}")
+            print(next(m["content"] for m in ep.messages if m["role"] == "user"))
+            for m in ep.messages:
+                if m["role"] in ("assistant", "tool"):
+                    print(f"{m['role']}: {(m['content'] or '')[:300]}")
+
+
+if __name__ == "__main__":
+    main()

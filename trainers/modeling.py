@@ -137,6 +137,80 @@ def chunked_head_logprobs(
     return torch.cat(logps), (torch.cat(entropies).detach() if entropy_keep_N is not None else None)
 
 
+class LogProbModel(torch.nn.Module):
+    """The trained module: a causal LM whose ``forward`` maps a packed batch to the log-prob of every
+    target token, the output head included.
+
+    Everything the optimiser step computes with the model goes through this ``forward``. Under FSDP
+    (trainers/distributed.py) it is the root module, so its hooks gather the parameters the
+    transformer blocks do not own (embeddings, final norm, output head) before the head runs and
+    reduce their gradients after it; calling ``lm.base_model`` and the head directly would skip them.
+
+    Args:
+        lm: a Hugging Face causal LM (``AutoModelForCausalLM``), kept as ``self.lm``.
+    """
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(
+        self,
+        batch: PackedBatch,
+        backend: str,
+        temperature: float = 1.0,
+        with_entropy: bool = False,
+        select_BT: torch.Tensor | None = None,
+        entropy_select_BT: torch.Tensor | None = None,
+        chunk_elements: int = LOGIT_CHUNK_ELEMENTS,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """See ``token_logprobs``."""
+        lm = self.lm
+        param = next(lm.parameters())
+        device, dtype = param.device, param.dtype
+        inputs = attention.model_inputs(batch, backend, dtype, device)
+        target_BT = batch.target_ids_BT.to(device)
+        num_B, num_T = target_BT.shape
+        select_N = (select_BT.to(device) if select_BT is not None else torch.ones_like(target_BT, dtype=torch.bool)).reshape(-1)
+        keep_N = None
+        if with_entropy:
+            keep_N = entropy_select_BT.to(device).reshape(-1)[select_N] if entropy_select_BT is not None else torch.ones_like(select_N[select_N])
+        if select_BT is None:
+            logits = lm(**inputs, use_cache=False).logits
+            logits_NV = attention.to_rows(logits, batch).reshape(num_B * num_T, -1)
+            logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
+            logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1).unsqueeze(-1)).squeeze(-1)
+            entropy_K = None
+            if with_entropy:
+                with torch.no_grad():
+                    entropy_K = -(logprobs_NV[keep_N].exp() * logprobs_NV[keep_N]).sum(-1)
+        else:
+            hidden = lm.base_model(**inputs, use_cache=False).last_hidden_state
+            hidden_BTH = attention.to_rows(hidden, batch)
+            logp_N, entropy_K = chunked_head_logprobs(
+                lm.get_output_embeddings(), hidden_BTH.reshape(num_B * num_T, -1)[select_N],
+                target_BT.reshape(-1)[select_N], temperature, keep_N, chunk_elements,
+            )
+        # Scattered into fresh [B, T] tensors (not views: FSDP hooks the outputs of its root module).
+        rows_N = select_N.nonzero().squeeze(-1)
+        logp_BT = logp_N.new_zeros(num_B, num_T).index_put((rows_N // num_T, rows_N % num_T), logp_N)
+        entropy_BT = None
+        if with_entropy:
+            rows_K = rows_N[keep_N]
+            entropy_BT = entropy_K.new_zeros(num_B, num_T).index_put((rows_K // num_T, rows_K % num_T), entropy_K)
+        return logp_BT, entropy_BT
+
+
+def logprob_model(model) -> LogProbModel:
+    """``model`` itself when it is a ``LogProbModel`` (FSDP-sharded or not), else one around the causal LM."""
+    return model if isinstance(model, LogProbModel) else LogProbModel(model)
+
+
+def causal_lm(model):
+    """The Hugging Face causal LM of ``model`` (a ``LogProbModel`` or the LM itself)."""
+    return model.lm if isinstance(model, LogProbModel) else model
+
+
 def token_logprobs(
     model,
     batch: PackedBatch,
@@ -155,36 +229,12 @@ def token_logprobs(
     0. Without it every position is computed by the model's own forward (a reference path).
     (Models with a final logit soft-cap are not special-cased on the selected path.)
     ``entropy_select_BT`` (a subset of ``select_BT``) limits the entropy to those positions.
+
+    Args:
+        model: a ``LogProbModel`` (the trainer's, maybe FSDP-sharded) or a causal LM, which is wrapped
+            in one for the call. Either way the computation, output head included, is that module's
+            ``forward``.
     """
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    inputs = attention.model_inputs(batch, backend, dtype, device)
-    target_BT = batch.target_ids_BT.to(device)
-    num_B, num_T = target_BT.shape
-    select_N = (select_BT.to(device) if select_BT is not None else torch.ones_like(target_BT, dtype=torch.bool)).reshape(-1)
-    keep_N = None
-    if with_entropy:
-        keep_N = entropy_select_BT.to(device).reshape(-1)[select_N] if entropy_select_BT is not None else torch.ones_like(select_N[select_N])
-    if select_BT is None:
-        logits = model(**inputs, use_cache=False).logits
-        logits_NV = attention.to_rows(logits, batch).reshape(num_B * num_T, -1)
-        logprobs_NV = torch.log_softmax(_wide(logits_NV) / temperature, dim=-1)
-        logp_N = logprobs_NV.gather(-1, target_BT.reshape(-1).unsqueeze(-1)).squeeze(-1)
-        entropy_K = None
-        if with_entropy:
-            with torch.no_grad():
-                entropy_K = -(logprobs_NV[keep_N].exp() * logprobs_NV[keep_N]).sum(-1)
-    else:
-        hidden = model.base_model(**inputs, use_cache=False).last_hidden_state
-        hidden_BTH = attention.to_rows(hidden, batch)
-        logp_N, entropy_K = chunked_head_logprobs(
-            model.get_output_embeddings(), hidden_BTH.reshape(num_B * num_T, -1)[select_N],
-            target_BT.reshape(-1)[select_N], temperature, keep_N, chunk_elements,
-        )
-    rows_N = select_N.nonzero().squeeze(-1)
-    logp_BT = logp_N.new_zeros(num_B * num_T).index_put((rows_N,), logp_N).reshape(num_B, num_T)
-    entropy_BT = None
-    if with_entropy:
-        rows_K = rows_N[keep_N]
-        entropy_BT = entropy_K.new_zeros(num_B * num_T).index_put((rows_K,), entropy_K).reshape(num_B, num_T)
-    return logp_BT, entropy_BT
+    return logprob_model(model)(
+        batch, backend, temperature, with_entropy, select_BT, entropy_select_BT, chunk_elements
+    )

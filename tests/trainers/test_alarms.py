@@ -148,6 +148,12 @@ class OracleSampler:
             out.append(Sample(ids, [-0.5] * len(ids), hit_cap=ids[-1] != self.tok.eos_token_id))
         return out
 
+    def load_weights(self, state_dict):
+        pass  # scripted: the weights do not change what it says
+
+    def close(self):
+        pass
+
 
 def test_a_healthy_run_raises_no_alarm(tmp_path, tok_dir, caplog):
     """Episodes that end with an answer (no truncation), rewards that vary inside groups, held-out

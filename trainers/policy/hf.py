@@ -23,19 +23,14 @@ top_p < 1 the true sampling distribution is the renormalised nucleus).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import torch
 
 from ..episodes import end_of_turn_ids
+from .engine import Sample
 
-
-@dataclass
-class Sample:
-    ids: list[int]
-    logps: list[float]
-    hit_cap: bool
-    """Stopped by max_new_tokens rather than by an end-of-turn id."""
+__all__ = ["HFPolicy", "Sample", "top_p_filter"]
 
 
 def top_p_filter(logits_BV: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -61,9 +56,9 @@ def _draw(probs_BV: torch.Tensor, generator: torch.Generator | None) -> torch.Te
 class HFPolicy:
     """Generate one turn for many episodes at once: the trainer's sampler.
 
-    The sampler interface the loop uses (a separate inference engine can stand in for it): token ids
-    in, sampled ids and their log-probs out (``generate``), the sampling parameters per call, the
-    ids that end a turn (``stop_ids``), and ``load_weights`` to take the learner's new weights.
+    The first implementation of the rollout-engine interface (policy/engine.py): token ids in,
+    sampled ids and their log-probs out (``generate``), the sampling parameters per call, and
+    ``load_weights`` to take the learner's new weights; ``stop_ids`` are the ids that end a turn.
 
     Args:
         model: a causal LM (its attention implementation is used as is).
@@ -99,10 +94,16 @@ class HFPolicy:
         # Only the last position's logits are needed: the prefill must not build [B, P, V] logits.
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
 
-    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Take the learner's weights. In-process the sampler shares the learner's model, so this is a
-        copy only when the dict holds other tensors than the model's own."""
+    def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
+        """Take the learner's weights. A one-process learner samples with its own model, whose state
+        dict holds the model's own tensors: nothing to copy then."""
+        own = self.model.state_dict()
+        if own.keys() == state_dict.keys() and all(own[k].data_ptr() == state_dict[k].data_ptr() for k in own):
+            return
         self.model.load_state_dict(state_dict)
+
+    def close(self) -> None:
+        """Nothing to release: the model belongs to the caller."""
 
     def _new_cache(self, max_len: int):
         """A pre-allocated (static) KV cache: appending writes in place instead of re-concatenating the

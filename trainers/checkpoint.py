@@ -1,8 +1,15 @@
 """Checkpoints for exact resume: model, optimiser, scheduler, every RNG, the task cursor and the MLflow run id.
 
-Written atomically (temporary file, then rename) so a kill during the save leaves the previous one.
-Everything is stored as tensors and plain Python values (the NumPy RNG state as a tensor and ints),
-so a checkpoint loads with ``torch.load(weights_only=True)``: loading one runs no pickled code.
+One process writes ``<run_dir>/checkpoint.pt``. A data-parallel learner (torchrun, trainers/distributed.py)
+writes ``<run_dir>/checkpoint/``: the FSDP-sharded model, reference model and optimiser state with
+``torch.distributed.checkpoint`` (each rank writes its own shards), every rank's RNG states in
+``rng/rank<k>.pt``, and rank 0's metadata (step, cursor, scheduler, history, config, world size,
+MLflow run id) in ``meta.pt``. It resumes on the same number of processes only.
+
+Written atomically (a temporary file or folder, then rename) so a kill during the save leaves the
+previous one. Everything is stored as tensors and plain Python values (the NumPy RNG state as a
+tensor and ints), so a checkpoint loads with ``torch.load(weights_only=True)``: loading one runs no
+pickled code.
 """
 
 from __future__ import annotations
@@ -11,15 +18,18 @@ import logging
 import os
 import pickle
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from .config import RUN_LENGTH_KEYS, differing_keys
+from .config import RUN_LENGTH_KEYS, ConfigError, differing_keys
 
 FILENAME = "checkpoint.pt"
+SHARDED_DIRNAME = "checkpoint"
+"""The folder of a data-parallel checkpoint (``<run_dir>/checkpoint/``)."""
 log = logging.getLogger("sopgym.trainers")
 
 
@@ -102,3 +112,109 @@ def config_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """The dotted config keys that differ between a checkpoint's config and ``current``, except the
     run-length keys (``config.RUN_LENGTH_KEYS``) a resumed run may change."""
     return [k for k in differing_keys(saved, current) if k not in RUN_LENGTH_KEYS]
+
+
+# ---- data-parallel (sharded) checkpoints ----------------------------------------------------------
+
+
+def _sharded_state(model, optimizer, ref_model) -> dict[str, Any]:
+    """The ranks' shards of everything torch.distributed.checkpoint saves (a collective)."""
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    state = {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer)}
+    if ref_model is not None:
+        state["ref_model"] = get_model_state_dict(ref_model)
+    return state
+
+
+def save_sharded(run_dir: str | Path, dp, *, model, optimizer, ref_model, generator: torch.Generator,
+                 meta: dict[str, Any] | None) -> Path:
+    """Save a data-parallel checkpoint; every rank calls it (collectives).
+
+    Args:
+        dp: the ``DataParallel`` of this process.
+        meta: rank 0's metadata (``step``, ``cursor``, ``scheduler``, ``history``, ``config``, ...);
+            ignored on the other ranks.
+
+    Returns:
+        The checkpoint folder.
+    """
+    import torch.distributed.checkpoint as dcp
+
+    final = Path(run_dir) / SHARDED_DIRNAME
+    tmp, old = final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")
+    if dp.is_main:
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "rng").mkdir(parents=True)
+    dp.barrier()
+    dcp.save(_sharded_state(model, optimizer, ref_model), checkpoint_id=str(tmp))
+    torch.save(rng_state(generator), tmp / "rng" / f"rank{dp.rank}.pt")
+    if dp.is_main:
+        torch.save({**meta, "world_size": dp.world_size}, tmp / "meta.pt")
+    dp.barrier()
+    if dp.is_main:  # the previous checkpoint stays until the new one is complete
+        if final.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    dp.barrier()
+    return final
+
+
+def _sharded_dir(run_dir: str | Path) -> Path | None:
+    """The complete sharded checkpoint of ``run_dir``: ``checkpoint/``, or ``checkpoint.old/`` when a
+    save was cut between its renames; None without one."""
+    for name in (SHARDED_DIRNAME, SHARDED_DIRNAME + ".old"):
+        path = Path(run_dir) / name
+        if (path / "meta.pt").exists():
+            return path
+    return None
+
+
+def load_meta(run_dir: str | Path, world_size: int) -> dict[str, Any] | None:
+    """The checkpoint a run of ``world_size`` processes resumes from: ``load``'s payload for one
+    process, the sharded checkpoint's metadata (``sharded: True``) for several; None without one.
+
+    Raises:
+        ConfigError: the run directory holds a checkpoint written by another number of processes.
+    """
+    sharded = _sharded_dir(run_dir)
+    single = Path(run_dir) / FILENAME
+    if world_size == 1:
+        if sharded is not None and not single.exists():
+            written = torch.load(sharded / "meta.pt", map_location="cpu", weights_only=True)["world_size"]
+            raise ConfigError([_world_size_problem(run_dir, written, world_size)])
+        return load(run_dir)
+    if sharded is None:
+        if single.exists():
+            raise ConfigError([_world_size_problem(run_dir, 1, world_size)])
+        return None
+    meta = torch.load(sharded / "meta.pt", map_location="cpu", weights_only=True)
+    if meta["world_size"] != world_size:
+        raise ConfigError([_world_size_problem(run_dir, meta["world_size"], world_size)])
+    return {**meta, "sharded": True}
+
+
+def _world_size_problem(run_dir, written: int, running: int) -> str:
+    return (
+        f"resume: the checkpoint in {str(run_dir)!r} was written by {written} process(es), expected {running} "
+        f"(this run's world size); resume with --nproc-per-node {written} or use another run_dir"
+    )
+
+
+def load_sharded(run_dir: str | Path, dp, *, model, optimizer, ref_model, generator: torch.Generator) -> None:
+    """Load the sharded checkpoint of ``run_dir`` into the (already sharded) model, reference model and
+    optimiser, and this rank's RNG states; every rank calls it (collectives)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
+
+    path = _sharded_dir(run_dir)
+    assert path is not None, "load_meta found the checkpoint"
+    state = _sharded_state(model, optimizer, ref_model)
+    dcp.load(state, checkpoint_id=str(path))
+    set_model_state_dict(model, state["model"])
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
+    if ref_model is not None:
+        set_model_state_dict(ref_model, state["ref_model"])
+    restore_rng(torch.load(path / "rng" / f"rank{dp.rank}.pt", map_location="cpu", weights_only=True), generator)

@@ -472,6 +472,17 @@ class AlarmsConfig(_Section):
     than this share of a step's groups: those groups give that component no learning signal."""
 
 
+@dataclass
+class DistributedConfig(_Section):
+    SECTION = "distributed"
+
+    timeout_s: int = _spec(1800, ge=10, le=7 * 24 * 3600)
+    """Under torchrun: how long a rank waits in a collective for the others before the run fails.
+    Ranks other than 0 wait while rank 0 runs the rollouts, the held-out evaluations and (before RL)
+    the demonstrations, so it must exceed the longest of those. A rank that dies is noticed sooner:
+    at once on gloo (CPU), and through torchrun stopping the other ranks on NCCL."""
+
+
 _SECTIONS = {
     "env": EnvConfig,
     "model": ModelConfig,
@@ -481,6 +492,7 @@ _SECTIONS = {
     "sft": SFTConfig,
     "tracking": TrackingConfig,
     "alarms": AlarmsConfig,
+    "distributed": DistributedConfig,
 }
 _SECTION_NAMES = {cls.__name__ for cls in _SECTIONS.values()}
 _NESTED = {"EnvWorkersConfig": EnvWorkersConfig}
@@ -497,6 +509,7 @@ class TrainConfig(_Section):
     sft: SFTConfig = field(default_factory=SFTConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     alarms: AlarmsConfig = field(default_factory=AlarmsConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     seed: int = _spec(0, ge=0, le=2**31 - 1)
     steps: int = _spec(10, ge=0, le=100_000_000)
     """RL steps (each: rollouts of batch_size x group_size episodes, then optimisation)."""

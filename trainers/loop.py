@@ -1,14 +1,20 @@
 """The RL loop, read top to bottom: ``train`` = ``setup``, then ``rl_step`` until ``cfg.steps``, then ``finish``.
 
 ``setup`` builds the run (checks, demonstrations, tokenizer, the envs budgeted in its tokens, model,
-tracking, SFT, optimiser, resume); ``rl_step`` is one step (rollouts -> advantages -> optimisation
--> logging and alarms -> evaluation -> checkpoint); ``finish`` evaluates, plots and checkpoints.
-A ``Run`` holds the state between them.
+rollout engine, tracking, SFT, optimiser, resume); ``rl_step`` is one step (rollouts -> advantages ->
+optimisation -> new weights to the engine -> logging and alarms -> evaluation -> checkpoint);
+``finish`` evaluates, plots and checkpoints. A ``Run`` holds the state between them.
+
+The loop samples through the rollout-engine interface only (policy/engine.py). Under torchrun it is
+data-parallel (distributed.py): every rank runs the same loop; rank 0 alone runs the envs, the
+engine, evaluation and MLflow, and the optimiser steps are split over the ranks by tokens.
 
 Honest simplifications:
-* Generation and training share one model in one process (no separate inference server); rollouts
-  of a step use the weights of the start of the step, so ``ppo_epochs=1, num_minibatches=1`` is
-  on-policy up to numerical differences between the KV-cached sampler and the packed forward.
+* By default generation runs in the training process, on the trained model itself (one process) or
+  on rank 0's full copy of the weights (torchrun). Rollouts of a step use the weights of the start of the step, so ``ppo_epochs=1,
+  num_minibatches=1`` is on-policy up to numerical differences between the KV-cached sampler and the
+  packed forward.
+* Under torchrun the other ranks wait while rank 0 generates and evaluates.
 * Behaviour log-probs are taken before the top-p cut (see policy/hf.py).
 * Evaluation is greedy on the first ``eval_num_tasks`` seeds of the validation split.
 * The trainer-side context cap ends an episode without the env scoring it (reward 0); the env's own
@@ -21,9 +27,11 @@ import contextlib
 import copy
 import dataclasses
 import logging
+import os
 import random
 import signal
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +43,11 @@ import torch
 from . import attention, checkpoint
 from .alarms import Alarms
 from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
+from .distributed import DataParallel, device_for_rank, world_size_from_environment
 from .episodes import template_overhead
 from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, rl_update, sft_settings, step_settings
+from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
@@ -72,10 +82,11 @@ def _seed_everything(seed: int) -> torch.Generator:
 
 
 @contextlib.contextmanager
-def _progress_bar(cfg: TrainConfig, start: int) -> Iterator[Callable[[dict[str, float]], None]]:
-    """A tqdm bar over the RL steps (``cfg.progress``) with reward, success and tokens/s; yields its update."""
+def _progress_bar(cfg: TrainConfig | None, start: int) -> Iterator[Callable[[dict[str, float]], None]]:
+    """A tqdm bar over the RL steps (``cfg.progress``; none for ``cfg`` None) with reward, success and
+    tokens/s; yields its update."""
     bar = None
-    if cfg.progress:
+    if cfg is not None and cfg.progress:
         try:
             from tqdm import tqdm
 
@@ -140,15 +151,22 @@ class Run:
     cfg: TrainConfig
     run_dir: Path
     stop: _StopRequest
+    dp: DataParallel = field(default_factory=DataParallel)
+    """This process's place in a data-parallel learner (one process by default)."""
+    started: float = field(default_factory=time.time)
     device: torch.device | None = None
     backend: str = ""
     generator: torch.Generator | None = None
     tokenizer: Any = None
     pool: EnvPool | None = None
+    """The envs (rank 0 only)."""
+    lm: Any = None
+    """The causal LM being trained (its parameters are FSDP shards under torchrun)."""
     model: Any = None
+    """The trained module: ``LogProbModel`` around ``lm``, FSDP-sharded under torchrun."""
     ref_model: Any = None
-    policy: Any = None
-    """The sampler that generates rollouts and evaluations (``HFPolicy`` by default)."""
+    policy: RolloutEngine | None = None
+    """The rollout engine that generates rollouts and evaluations (rank 0 only; ``HFPolicy`` by default)."""
     optimizer: Any = None
     scheduler: Any = None
     settings: StepSettings | None = None
@@ -169,8 +187,45 @@ class Run:
     def close(self, status: str) -> None:
         if self.pool is not None:
             self.pool.close()
+        if self.policy is not None:
+            self.policy.close()
         if self.tracker is not None:
+            if status == "FAILED":
+                _log_failures(self)
             self.tracker.end(status)
+        if status != "FAILED":  # after a failure a collective could wait for a dead rank: just exit
+            self.dp.close()
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Write this rank's traceback to ``<run_dir>/failures/rank<k>.txt`` (rank 0 reports the first one)."""
+        folder = self.run_dir / "failures"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            (folder / f"rank{self.dp.rank}.txt").write_text(f"{time.time():.6f}\n{text}")
+        except OSError as err:  # never hide the run's own failure behind this one
+            log.warning("could not write the traceback of rank %d to %s: %s", self.dp.rank, folder, err)
+
+
+def _log_failures(run: Run) -> None:
+    """On rank 0 of a failed run: the tracebacks the ranks wrote during this run, the earliest first,
+    as MLflow artifacts, and the tag ``failure`` naming the rank that raised first and its error."""
+    found = []
+    for path in sorted((run.run_dir / "failures").glob("rank*.txt")):
+        try:
+            stamp, text = path.read_text().split("\n", 1)
+            if float(stamp) >= run.started - 1.0:  # not a file left by an earlier attempt
+                found.append((float(stamp), path, text))
+        except (OSError, ValueError):
+            continue
+    if not found:
+        return
+    found.sort(key=lambda item: item[0])
+    _, first, text = found[0]
+    error = text.strip().splitlines()[-1] if text.strip() else "?"
+    run.tracker.set_tag("failure", f"{first.stem}: {error}"[:5000])
+    for _, path, _ in found:
+        run.tracker.log_artifact(path)
 
 
 def train(
@@ -187,16 +242,20 @@ def train(
     Args:
         make_env: ``env_id -> env`` (default: ``gymnasium.make`` with the config's env kwargs).
         make_oracle: demonstration policy factory for SFT / tokenizer texts (default: the envs' oracle).
-        make_sampler: ``(model, tokenizer) -> sampler`` that generates the rollouts and evaluations
-            (``generate(prompts, max_new_tokens, temperature, top_p, generator) -> [Sample]``, see
-            ``policy/hf.py``); default: ``HFPolicy`` on the trained model itself.
+        make_sampler: ``(model, tokenizer) -> engine``: the rollout engine that generates the rollouts
+            and evaluations (``policy/engine.py``), given the causal LM to sample from (under torchrun
+            a full copy on rank 0); default: ``HFPolicy`` in this process.
         resume: continue from ``<run_dir>/checkpoint.pt`` when present.
         allow_config_change: resume even when the config differs from the checkpoint's in more than
             the run-length keys (recorded as the MLflow tag ``override/config_change``).
 
+    Under torchrun (``WORLD_SIZE`` > 1) every rank calls it with the same config; ``make_env`` and
+    ``make_oracle`` are used on rank 0 only, and ``make_sampler`` there.
+
     Raises:
         ConfigError: the machine cannot run ``cfg`` (device, env ids, paths, a row too short for the
-            template), or a resume with a changed config without ``allow_config_change``.
+            template), or a resume with a changed config without ``allow_config_change``, or on
+            another number of processes than the checkpoint's.
         Killed: SIGTERM (after the step in flight and a checkpoint) or Ctrl-C.
     """
     run = Run(cfg, Path(cfg.run_dir), _StopRequest())
@@ -204,11 +263,11 @@ def train(
     with run.stop.installed():
         try:
             setup(run, make_env, make_oracle or default_oracle, make_sampler, resume, allow_config_change)
-            with _progress_bar(cfg, run.step) as bar:
+            with _progress_bar(cfg if run.dp.is_main else None, run.step) as bar:
                 while run.step < cfg.steps:
                     metrics = rl_step(run)
                     bar(metrics)
-                    if run.stop.requested:
+                    if run.dp.any(run.stop.requested):  # every rank stops after the same step
                         save_checkpoint(run)
                         raise Killed()
             finish(run)
@@ -216,6 +275,11 @@ def train(
             return run.result
         except (Killed, KeyboardInterrupt):
             status = "KILLED"
+            raise
+        except ConfigError:
+            raise
+        except BaseException as exc:
+            run.record_failure(exc)
             raise
         finally:
             run.close(status)
@@ -226,16 +290,21 @@ def train(
 # ---------------------------------------------------------------------------------------------------
 def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_config_change: bool) -> None:
     """Everything before the first RL step. Configuration problems are raised before the tracker
-    exists (no MLflow run is started for a config that cannot run)."""
+    exists (no MLflow run is started for a config that cannot run), on every rank."""
     cfg = run.cfg
     problems = runtime_problems(cfg, check_env_ids=make_env is None)
+    world = world_size_from_environment()
+    try:
+        run.device = device_for_rank(resolve_device(cfg.device), int(os.environ.get("LOCAL_RANK", "0")), world)
+    except ValueError as exc:
+        problems.append(str(exc))
     if problems:
         raise ConfigError(problems)
+    run.dp = dp = DataParallel.from_environment(run.device, cfg.distributed.timeout_s)
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    run.device = resolve_device(cfg.device)
     run.backend = attention.select_backend(cfg.model.attention, run.device, DTYPES[cfg.model.dtype])
     run.generator = _seed_everything(cfg.seed)
-    ckpt = checkpoint.load(run.run_dir) if resume else None
+    ckpt = checkpoint.load_meta(run.run_dir, dp.world_size) if resume else None
     changed = checkpoint.config_changes(ckpt["config"], config_to_dict(cfg)) if ckpt else []
     if changed and not allow_config_change:
         raise ConfigError([
@@ -247,37 +316,58 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs,
     }
 
-    # ---- demonstrations (SFT data and the BPE's texts), then the tokenizer ----
+    # ---- demonstrations (SFT data and the BPE's texts), then the tokenizer: on rank 0 ----
     # Collected with no context budget: the token counter does not exist before the BPE is trained on
     # these texts. select_demonstrations measures them in tokens afterwards.
     trajectories: list[dict[str, Any]] = []
-    need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
-    if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
-        specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, max(cfg.sft.num_episodes, 32), 1)
-        demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
-        try:
-            trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
-        finally:
-            demo_pool.close()
-    run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None)
+    if dp.is_main:
+        need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
+        if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
+            specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, max(cfg.sft.num_episodes, 32), 1)
+            demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
+            try:
+                trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
+            finally:
+                demo_pool.close()
+        run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None)
+    run.tokenizer = dp.broadcast(run.tokenizer)
 
-    # ---- the envs, budgeted in the tokenizer's tokens; rows must hold their longest episode ----
+    # ---- the envs (rank 0), budgeted in the tokenizer's tokens; rows must hold their longest episode ----
     # In-process, or Ray env workers (cfg.env.workers); a Ray pool starts on its first reset and ships
     # this factory (with the token counter) to its workers.
-    run.pool = make_env_pool(make_env or gym_env_factory(env_kwargs, TokenCounter(run.tokenizer)), **dataclasses.asdict(cfg.env.workers))
-    check_row_fits(cfg, run.tokenizer, run.pool)
+    problems = []
+    if dp.is_main:
+        run.pool = make_env_pool(make_env or gym_env_factory(env_kwargs, TokenCounter(run.tokenizer)), **dataclasses.asdict(cfg.env.workers))
+        try:
+            check_row_fits(cfg, run.tokenizer, run.pool)
+        except ConfigError as exc:
+            problems = exc.problems
+    problems = dp.broadcast(problems)
+    if problems:
+        raise ConfigError(problems)
 
-    # ---- model, sampler, tracking ----
-    run.model = load_model(cfg.model, run.tokenizer, run.backend, run.device, seed=cfg.seed)
-    run.policy = make_sampler(run.model, run.tokenizer) if make_sampler is not None else HFPolicy(run.model, run.tokenizer)
+    # ---- model (sharded under torchrun), reference model, rollout engine, tracking ----
+    lm = load_model(cfg.model, run.tokenizer, run.backend, run.device, seed=cfg.seed)
+    ref_lm = copy.deepcopy(lm).eval() if cfg.algo.kl_coef > 0 else None
+    if dp.is_main:
+        # Under torchrun the engine samples from a full copy of the weights: the learner's are shards.
+        sampler_lm = copy.deepcopy(lm) if dp.enabled else lm
+        run.policy = build_engine(cfg, sampler_lm, run.tokenizer, make_sampler)
+    run.lm, run.model = lm, dp.wrap(lm)
+    if ref_lm is not None:
+        for p in ref_lm.parameters():
+            p.requires_grad_(False)
+        run.ref_model = dp.wrap(ref_lm)
     run.settings = step_settings(cfg)
     run.tracker = Tracker(
         run.run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
-        run_id=ckpt["mlflow_run_id"] if ckpt else None, enabled=cfg.tracking.enabled,
+        run_id=ckpt["mlflow_run_id"] if ckpt else None, enabled=cfg.tracking.enabled and dp.is_main,
     )
     run.alarms = Alarms(cfg.alarms, run.tracker)
-    run.result = TrainResult(run.run_dir, run.tracker.run_id, model=run.model, tokenizer=run.tokenizer)
+    run.result = TrainResult(run.run_dir, run.tracker.run_id, model=run.lm, tokenizer=run.tokenizer)
     run.tracker.log_params(flatten(config_to_dict(cfg)))
+    if dp.enabled:
+        run.tracker.set_tag("distributed/world_size", dp.world_size)
     if changed:
         run.tracker.set_tag("override/config_change", ", ".join(changed))
         log.warning("resuming with a changed config (%s): allowed by allow_config_change", ", ".join(changed))
@@ -285,41 +375,65 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         run.tracker.set_tag("override/allow_restricted_training", "true")
         log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
 
-    # ---- supervised warm start ----
+    # ---- supervised warm start (demonstrations selected on rank 0, the steps split over the ranks) ----
     if ckpt is None and cfg.sft.num_episodes > 0:
-        sft_episodes, demo_stats = select_demonstrations(
-            run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
-        )
-        run.result.demonstrations = demo_stats
-        run.tracker.log_eval(demo_stats, 0)
-        log.info("SFT demonstrations: %s", demo_stats)
+        sft_episodes = None
+        if dp.is_main:
+            sft_episodes, demo_stats = select_demonstrations(
+                run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
+            )
+            run.result.demonstrations = demo_stats
+            run.tracker.log_eval(demo_stats, 0)
+            log.info("SFT demonstrations: %s", demo_stats)
         train_sft(
             run.model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-            settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run),
+            settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run), dp=dp,
         )
+        if run.ref_model is not None:  # the reference is the policy RL starts from
+            with torch.no_grad():
+                for p, q in zip(run.model.parameters(), run.ref_model.parameters()):
+                    q.copy_(p)
 
-    # ---- reference model, optimiser; then the checkpoint's state, or the evaluation before RL ----
-    if cfg.algo.kl_coef > 0:
-        run.ref_model = copy.deepcopy(run.model).eval()
-        for p in run.ref_model.parameters():
-            p.requires_grad_(False)
+    # ---- optimiser; then the checkpoint's state, or the evaluation before RL ----
     run.optimizer = torch.optim.AdamW(
         run.model.parameters(), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), weight_decay=cfg.optim.weight_decay
     )
     run.scheduler = torch.optim.lr_scheduler.LambdaLR(run.optimizer, WarmUp(cfg.optim.warmup_steps))
     if ckpt is not None:
-        run.model.load_state_dict(ckpt["model"])
-        if run.ref_model is not None:
-            run.ref_model.load_state_dict(ckpt["ref_model"])
-        run.optimizer.load_state_dict(ckpt["optimizer"])
+        if ckpt.get("sharded"):
+            checkpoint.load_sharded(run.run_dir, dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
+                                    generator=run.generator)
+        else:
+            run.lm.load_state_dict(ckpt["model"])
+            if run.ref_model is not None:
+                run.ref_model.lm.load_state_dict(ckpt["ref_model"])
+            run.optimizer.load_state_dict(ckpt["optimizer"])
+            checkpoint.restore_rng(ckpt["rng"], run.generator)
         run.scheduler.load_state_dict(ckpt["scheduler"])
-        checkpoint.restore_rng(ckpt["rng"], run.generator)
         run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
         run.result.val_before = ckpt.get("val_before", {})
         run.val_curve = ckpt.get("val_curve", [])
-    elif cfg.eval_num_tasks:
+    sync_weights(run)
+    if ckpt is None and cfg.eval_num_tasks and dp.is_main:
         run.result.val_before = evaluate(run, 0)
         print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
+
+
+def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None) -> RolloutEngine:
+    """The rollout engine sampling from ``lm``: ``make_sampler(lm, tokenizer)`` when given, else
+    ``HFPolicy`` in this process."""
+    if make_sampler is not None:
+        return make_sampler(lm, tokenizer)
+    return HFPolicy(lm, tokenizer)
+
+
+def sync_weights(run: Run) -> None:
+    """The learner's weights to the rollout engine (a collective under torchrun: the full state dict
+    is gathered from the shards onto rank 0). A one-process engine on the trained model itself gets
+    its own tensors back: nothing is copied."""
+    state = run.dp.full_state_dict(run.model)
+    if run.policy is not None:
+        run.policy.load_weights(state)
 
 
 class WarmUp:
@@ -341,8 +455,9 @@ class SFTStepLog:
 
     def __call__(self, i: int, stats: dict[str, float]) -> None:
         self.run.tracker.log_eval({"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"]}, i)
-        log.info("sft step %d: loss %.3f, %.0f tokens/s", i, stats["loss"], stats["tokens_per_s"])
-        if self.run.stop.requested:
+        if self.run.dp.is_main:
+            log.info("sft step %d: loss %.3f, %.0f tokens/s", i, stats["loss"], stats["tokens_per_s"])
+        if self.run.dp.any(self.run.stop.requested):
             raise Killed()
 
 
@@ -350,56 +465,72 @@ class SFTStepLog:
 # one RL step: rollouts -> advantages -> optimisation -> logging and alarms -> evaluation -> checkpoint
 # ---------------------------------------------------------------------------------------------------
 def rl_step(run: Run) -> dict[str, float]:
-    """Run RL step ``run.step`` and advance it; returns the step's metrics (also in ``run.history``)."""
-    cfg, step = run.cfg, run.step
+    """Run RL step ``run.step`` and advance it; returns the step's metrics (also in ``run.history``).
 
-    # ---- 1. rollouts: batch_size tasks x group_size episodes, one batched generate per turn ----
+    Under torchrun every rank calls it: rank 0 collects the rollouts and computes the advantages, the
+    optimisation runs on every rank, rank 0 logs; on the other ranks the metrics hold the
+    optimisation's only."""
+    cfg, step, dp = run.cfg, run.step, run.dp
+
+    # ---- 1. rollouts (rank 0): batch_size tasks x group_size episodes, one batched generate per turn ----
     t0 = time.perf_counter()
-    specs = group_spec_list(
-        cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, cfg.rollout.batch_size, cfg.rollout.group_size
-    )
+    episodes: list = []
+    if dp.is_main:
+        specs = group_spec_list(
+            cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, cfg.rollout.batch_size, cfg.rollout.group_size
+        )
+        episodes = collect(
+            run.pool, specs, run.policy, run.tokenizer,
+            max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
+            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
+            require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
+        )
     run.cursor += cfg.rollout.batch_size
-    episodes = collect(
-        run.pool, specs, run.policy, run.tokenizer,
-        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
-        require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
-    )
     rollout_s = time.perf_counter() - t0
 
     # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter) ----
-    trainable, zv_stats = assign_advantages(
-        episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
-    )
-    too_long = [ep for ep in trainable if len(ep.ids) > cfg.optim.row_tokens]
-    if too_long:  # check_row_fits makes this rare; never a crash mid-run
-        log.warning("%d episodes longer than optim.row_tokens=%d left out of step %d (longest %d tokens)",
-                    len(too_long), cfg.optim.row_tokens, step, max(len(ep.ids) for ep in too_long))
-        trainable = [ep for ep in trainable if len(ep.ids) <= cfg.optim.row_tokens]
+    trainable, zv_stats, too_long = [], {}, []
+    if dp.is_main:
+        trainable, zv_stats = assign_advantages(
+            episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
+        )
+        too_long = [ep for ep in trainable if len(ep.ids) > cfg.optim.row_tokens]
+        if too_long:  # check_row_fits makes this rare; never a crash mid-run
+            log.warning("%d episodes longer than optim.row_tokens=%d left out of step %d (longest %d tokens)",
+                        len(too_long), cfg.optim.row_tokens, step, max(len(ep.ids) for ep in too_long))
+            trainable = [ep for ep in trainable if len(ep.ids) <= cfg.optim.row_tokens]
 
     # ---- 3. optimisation: behaviour log-probs, then ppo_epochs x num_minibatches optimiser steps ----
+    # (split over the ranks by tokens under torchrun), then the new weights to the rollout engine
+    t1 = time.perf_counter()
     opt_stats: list[dict[str, float]] = []
     mismatch: dict[str, float] = {}
-    if trainable and any(ep.num_policy_tokens for ep in trainable):
+    if dp.broadcast(bool(trainable) and any(ep.num_policy_tokens for ep in trainable)):
         opt_stats, mismatch = rl_update(
             run.model, run.ref_model, run.optimizer, run.scheduler, trainable, run.settings, run.backend,
-            ppo_epochs=cfg.algo.ppo_epochs, num_minibatches=cfg.algo.num_minibatches,
+            ppo_epochs=cfg.algo.ppo_epochs, num_minibatches=cfg.algo.num_minibatches, dp=dp,
         )
-    train_s = time.perf_counter() - t0 - rollout_s
+        sync_weights(run)
+    train_s = time.perf_counter() - t1
 
-    # ---- 4. logging and alarms ----
-    metrics = {"step": step, **rollout_metrics(episodes), **zv_stats, **mismatch}
-    metrics.update(run.alarms.after_rollouts(step, episodes, zv_stats))
-    metrics.update(_optimisation_metrics(opt_stats, train_s))
-    metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
-    metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
-    metrics["train/trained_episodes"] = float(len(trainable))
-    metrics["train/dropped_too_long"] = float(len(too_long))
+    # ---- 4. logging and alarms (rank 0) ----
+    metrics: dict[str, float] = {"step": step, **_optimisation_metrics(opt_stats, train_s)}
+    if dp.enabled and opt_stats:  # each rank's own throughput: its tokens over its optimiser steps' time
+        rates = dp.gather(sum(st["rank_num_tokens"] for st in opt_stats) / max(sum(st["seconds"] for st in opt_stats), 1e-9))
+        if dp.is_main:
+            metrics.update({f"perf/rank{k}/train_tokens_per_s": r for k, r in enumerate(rates)})
+    if dp.is_main:
+        metrics.update({**rollout_metrics(episodes), **zv_stats, **mismatch})
+        metrics.update(run.alarms.after_rollouts(step, episodes, zv_stats))
+        metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
+        metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
+        metrics["train/trained_episodes"] = float(len(trainable))
+        metrics["train/dropped_too_long"] = float(len(too_long))
     run.history.append(metrics)
     run.step = step + 1
 
-    # ---- 5. held-out evaluation every eval_every steps (the last one is finish's) ----
-    if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step < cfg.steps and cfg.eval_num_tasks:
+    # ---- 5. held-out evaluation every eval_every steps (rank 0; the last one is finish's) ----
+    if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step < cfg.steps and cfg.eval_num_tasks and dp.is_main:
         evaluate(run, run.step)
     run.tracker.log_metrics(metrics, step)
 
@@ -442,17 +573,28 @@ def evaluate(run: Run, step: int) -> dict[str, float]:
 
 
 def save_checkpoint(run: Run) -> None:
-    """A checkpoint to continue at ``run.step``."""
-    path = checkpoint.save(
-        run.run_dir, model=run.model, optimizer=run.optimizer, scheduler=run.scheduler, generator=run.generator,
-        step=run.step, cursor=run.cursor, run_id=run.tracker.run_id, history=run.history, config=config_to_dict(run.cfg),
-        extra={
-            "val_before": run.result.val_before,
+    """A checkpoint to continue at ``run.step``: ``checkpoint.pt`` in one process, the sharded
+    ``checkpoint/`` folder under torchrun (every rank calls it)."""
+    if run.dp.enabled:
+        meta = {
+            "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": run.cursor, "mlflow_run_id": run.tracker.run_id,
+            "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
             "val_curve": run.val_curve,
-            "ref_model": run.ref_model.state_dict() if run.ref_model is not None else None,
-        },
-    )
-    log.info("checkpoint %s at step %d", path, run.step)
+        }
+        path = checkpoint.save_sharded(run.run_dir, run.dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
+                                       generator=run.generator, meta=meta)
+    else:
+        path = checkpoint.save(
+            run.run_dir, model=run.lm, optimizer=run.optimizer, scheduler=run.scheduler, generator=run.generator,
+            step=run.step, cursor=run.cursor, run_id=run.tracker.run_id, history=run.history, config=config_to_dict(run.cfg),
+            extra={
+                "val_before": run.result.val_before,
+                "val_curve": run.val_curve,
+                "ref_model": run.ref_model.lm.state_dict() if run.ref_model is not None else None,
+            },
+        )
+    if run.dp.is_main:
+        log.info("checkpoint %s at step %d", path, run.step)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -460,13 +602,13 @@ def save_checkpoint(run: Run) -> None:
 # ---------------------------------------------------------------------------------------------------
 def finish(run: Run) -> TrainResult:
     cfg, result = run.cfg, run.result
-    if cfg.eval_num_tasks:
+    if cfg.eval_num_tasks and run.dp.is_main:
         result.val_after = evaluate(run, cfg.steps)
         print(
             f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
             f"after RL: {result.val_after['val/task_success_rate']:.3f}"
         )
-    if cfg.plot and run.history:
+    if cfg.plot and run.history and run.dp.is_main:
         _plot(run.history, run.val_curve, run.run_dir / "curves.png")
         run.tracker.log_artifact(run.run_dir / "curves.png")
     save_checkpoint(run)

@@ -228,7 +228,16 @@ def mismatch_sums(old_logp_BT: torch.Tensor, sampler_logp_BT: torch.Tensor, mask
 # ---- aggregation ---------------------------------------------------------------------------------------
 
 
-def aggregation_weights(mask_lengths: list[int], aggregation: str, fixed_length: int | None = None) -> list[float]:
+def aggregation_counts(mask_lengths: list[int]) -> dict[str, int]:
+    """What the aggregation weights depend on beyond each episode's own length: the loss tokens, the
+    episodes with any, and all episodes. Summed over ranks, they give a data-parallel learner the
+    weights of the whole step (trainers/distributed.py)."""
+    return {"valid": sum(mask_lengths), "nonempty": sum(1 for n in mask_lengths if n > 0), "episodes": len(mask_lengths)}
+
+
+def aggregation_weights(
+    mask_lengths: list[int], aggregation: str, fixed_length: int | None = None, counts: dict[str, int] | None = None
+) -> list[float]:
     """Per-episode per-token weight so that ``sum(weight * loss * mask)`` over the step is its loss.
 
     Args:
@@ -237,20 +246,23 @@ def aggregation_weights(mask_lengths: list[int], aggregation: str, fixed_length:
             episode's token mean; episodes without valid tokens do not count) or ``fixed_length``
             (Dr. GRPO: each episode's token sum divided by ``fixed_length``, averaged over episodes).
         fixed_length: the constant of ``fixed_length``.
+        counts: ``aggregation_counts`` of the whole step when ``mask_lengths`` is one rank's share of
+            it (default: those of ``mask_lengths``).
 
     Raises:
         ValueError: an unknown aggregation, or ``fixed_length`` without a positive constant.
     """
+    counts = counts if counts is not None else aggregation_counts(mask_lengths)
     if aggregation == "token":
-        total = sum(mask_lengths)
+        total = counts["valid"]
         return [1.0 / total if total else 0.0 for _ in mask_lengths]
     if aggregation == "sequence":
-        num_seq = sum(1 for n in mask_lengths if n > 0)
+        num_seq = counts["nonempty"]
         return [1.0 / (n * num_seq) if n > 0 else 0.0 for n in mask_lengths]
     if aggregation == "fixed_length":
         if not fixed_length or fixed_length < 1:
             raise ValueError(f"aggregation 'fixed_length' needs a constant >= 1, got {fixed_length!r}")
-        num_seq = len(mask_lengths)
+        num_seq = counts["episodes"]
         return [1.0 / (num_seq * fixed_length) for _ in mask_lengths]
     raise ValueError(f"unknown aggregation {aggregation!r}")
 

@@ -5,6 +5,9 @@ Shape legend: B = rows of a micro-batch, T = tokens per row.
 Gradient accumulation is exact: aggregation weights are computed over all episodes of the optimiser
 step before packing (losses.aggregation_weights), so the sum over micro-batches of
 ``sum(weight * loss)`` equals the one-big-batch loss, whatever the packing or micro-batch split.
+The same holds over ranks of a data-parallel learner (``dp``, trainers/distributed.py): each rank
+gets a share of the step's episodes, the weights use counts summed over ranks, FSDP sums the ranks'
+gradients, and every rank runs as many micro-batches as the busiest one (idle passes otherwise).
 """
 
 from __future__ import annotations
@@ -18,9 +21,20 @@ import torch
 
 from . import attention, packing
 from .config import TrainConfig
+from .distributed import DataParallel, idle_batch, split_by_tokens
 from .episodes import Episode
-from .losses import LossParams, Segments, aggregation_weights, behaviour_weights, mismatch_sums, policy_loss
+from .losses import (
+    LossParams,
+    Segments,
+    aggregation_counts,
+    aggregation_weights,
+    behaviour_weights,
+    mismatch_sums,
+    policy_loss,
+)
 from .modeling import token_logprobs
+
+ONE_PROCESS = DataParallel()
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -83,14 +97,20 @@ def sft_settings(cfg: TrainConfig) -> StepSettings:
 
 
 def to_sequences(
-    episodes: list[Episode], aggregation: str, context_loss_weight: float = 0.0, aggregation_length: int | None = None
+    episodes: list[Episode], aggregation: str, context_loss_weight: float = 0.0, aggregation_length: int | None = None,
+    counts: dict[str, int] | None = None,
 ) -> list[packing.Sequence]:
     """Per-token fields of each episode, with the aggregation weight of the whole set.
 
     With ``context_loss_weight`` > 0 a ``ctx`` field weights the non-policy targets (token 1 onwards)
     by ``context_loss_weight / (their count over all episodes)``.
+
+    Args:
+        counts: ``step_counts`` of the whole optimiser step when ``episodes`` is one rank's share of
+            it (default: those of ``episodes``).
     """
-    weights = aggregation_weights([sum(ep.loss_mask[1:]) for ep in episodes], aggregation, aggregation_length)
+    counts = counts if counts is not None else step_counts(episodes)
+    weights = aggregation_weights([sum(ep.loss_mask[1:]) for ep in episodes], aggregation, aggregation_length, counts)
     seqs = [
         packing.Sequence(
             ids=ep.ids,
@@ -105,11 +125,54 @@ def to_sequences(
         for ep, w in zip(episodes, weights)
     ]
     if context_loss_weight > 0:
-        num_ctx = sum(len(ep.loss_mask) - 1 - sum(ep.loss_mask[1:]) for ep in episodes)
-        w_ctx = context_loss_weight / max(1, num_ctx)
+        w_ctx = context_loss_weight / max(1, counts["ctx"])
         for seq, ep in zip(seqs, episodes):
             seq.fields["ctx"] = [0.0] + [w_ctx * (1 - m) for m in ep.loss_mask[1:]]
     return seqs
+
+
+def step_counts(episodes: list[Episode]) -> dict[str, int]:
+    """The counts the loss weights depend on (``losses.aggregation_counts``, and ``ctx``: the
+    non-policy targets of SFT's context loss)."""
+    counts = aggregation_counts([sum(ep.loss_mask[1:]) for ep in episodes])
+    counts["ctx"] = sum(len(ep.loss_mask) - 1 - sum(ep.loss_mask[1:]) for ep in episodes)
+    return counts
+
+
+def scatter_episodes(groups: list[list[Episode]] | None, s: StepSettings, dp: DataParallel) -> list[list[Episode]]:
+    """Each group (an optimiser step's episodes, read on rank 0) split over the ranks by tokens
+    (``distributed.split_by_tokens``): this rank's share of every group. One process: the groups as they are."""
+    if not dp.enabled:
+        return groups
+    per_rank = None
+    if dp.is_main:
+        per_rank = [[[] for _ in groups] for _ in range(dp.world_size)]
+        for g, group in enumerate(groups):
+            shares = split_by_tokens([len(ep.ids) for ep in group], dp.world_size, s.row_tokens, s.packed)
+            for k, idx in enumerate(shares):
+                per_rank[k][g] = [group[i] for i in idx]
+    return dp.scatter(per_rank)
+
+
+def _micro_batches(seqs: list[packing.Sequence], s: StepSettings, dp: DataParallel) -> tuple[list[list[list[int]]], int]:
+    """This rank's micro-batches (rows of indices into ``seqs``) and how many every rank runs."""
+    micro = packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch) if seqs else []
+    return micro, dp.max_int(len(micro))
+
+
+def _idle_pass(model, ref_model, s: StepSettings, backend: str, backward: bool) -> None:
+    """What a rank with no micro-batch left runs so that FSDP's collectives line up with the others':
+    the same modules in the same order (policy forward, reference forward, backward) on a two-token
+    batch, with a loss multiplied by zero (every gradient it adds is exactly 0)."""
+    batch = idle_batch()
+    select_BT = torch.ones_like(batch.target_ids_BT, dtype=torch.bool)
+    with torch.set_grad_enabled(backward):
+        logp_BT, _ = token_logprobs(model, batch, backend, s.temperature, with_entropy=backward, select_BT=select_BT)
+    if backward and ref_model is not None and s.kl_coef > 0:
+        with torch.no_grad():
+            token_logprobs(ref_model, batch, backend, s.temperature, select_BT=select_BT)
+    if backward:
+        (logp_BT.sum() * 0.0).backward()
 
 
 def _rows(seqs: list[packing.Sequence], s: StepSettings) -> list[list[int]]:
@@ -134,16 +197,23 @@ def mismatch_metrics(sums: dict[str, float]) -> dict[str, float]:
 
 
 @torch.no_grad()
-def recompute_behaviour_logprobs(model, episodes: list[Episode], s: StepSettings, backend: str, write: bool = True) -> dict[str, float]:
+def recompute_behaviour_logprobs(
+    model, episodes: list[Episode], s: StepSettings, backend: str, write: bool = True, dp: DataParallel = ONE_PROCESS
+) -> dict[str, float]:
     """The training forward (packed, same attention path, train mode) of every episode's sampled tokens
     before any update: writes them to ``ep.old_logp`` when ``write`` (``ep.sampler_logp`` keeps the
-    sampler's), and returns the mismatch sums against the sampler's (see ``mismatch_metrics``)."""
+    sampler's), and returns the mismatch sums against the sampler's (see ``mismatch_metrics``), summed
+    over ranks (each rank passes its own episodes)."""
     device = next(model.parameters()).device
     seqs = to_sequences(episodes, "token")
     model.train()
     totals: dict[str, float] = {}
-    for micro_rows in packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch):
-        batch = packing.collate(seqs, micro_rows)
+    micro, num_micro = _micro_batches(seqs, s, dp)
+    for m in range(num_micro):
+        if m >= len(micro):
+            _idle_pass(model, None, s, backend, backward=False)
+            continue
+        batch = packing.collate(seqs, micro[m])
         mask_BT = batch.fields_BT["mask"] > 0
         logp_BT, _ = token_logprobs(model, batch, backend, s.temperature, select_BT=mask_BT)
         sampler_BT = batch.fields_BT["sampler_logp"].to(device=device, dtype=logp_BT.dtype)
@@ -159,26 +229,34 @@ def recompute_behaviour_logprobs(model, episodes: list[Episode], s: StepSettings
                 values = logp_BT[b, start : start + n - 1].tolist()
                 ep.old_logp = [ep.old_logp[0]] + [v if m else old for v, m, old in zip(values, ep.loss_mask[1:], ep.old_logp[1:])]
                 start += n
-    return totals
+    return dp.reduce_stats(totals)
 
 
 def accumulate_gradients(
-    model, ref_model, episodes: list[Episode], s: StepSettings, backend: str, loss_name: str | None = None
+    model, ref_model, episodes: list[Episode], s: StepSettings, backend: str, loss_name: str | None = None,
+    dp: DataParallel = ONE_PROCESS,
 ) -> dict[str, float]:
     """Forward/backward over all micro-batches (gradients accumulate in ``.grad``); returns statistics.
 
     ``loss_name="sft"`` uses the negative log-likelihood of the masked tokens instead of a policy loss.
     The ``mismatch_*`` sums compare this forward (before the step's update) with the sampler's log-probs.
+    Data-parallel (``dp``), ``episodes`` is this rank's share of the step: the loss weights and the
+    statistics are those of the whole step (counts and sums over ranks); ``rank_num_tokens`` is this rank's.
     """
     device = next(model.parameters()).device
     sft = (loss_name or s.loss) == "sft"
-    seqs = to_sequences(episodes, s.aggregation, s.context_loss_weight if sft else 0.0, s.aggregation_length)
+    counts = dp.sum_counts(step_counts(episodes))
+    seqs = to_sequences(episodes, s.aggregation, s.context_loss_weight if sft else 0.0, s.aggregation_length, counts)
     lengths = [len(q.ids) for q in seqs]
     params = LossParams(s.clip_low, s.clip_high)
     totals: dict[str, float] = {"loss": 0.0, "num_valid": 0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0, "entropy_sum": 0.0}
     num_positions = 0
-    for micro_rows in packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch):
-        batch = packing.collate(seqs, micro_rows)
+    micro, num_micro = _micro_batches(seqs, s, dp)
+    for j in range(num_micro):
+        if j >= len(micro):
+            _idle_pass(model, ref_model, s, backend, backward=True)
+            continue
+        batch = packing.collate(seqs, micro[j])
         num_positions += attention.computed_positions(batch, backend)
         policy_BT = batch.fields_BT["mask"] > 0
         select_BT = policy_BT  # the output head runs on policy tokens only (and SFT context targets)
@@ -220,6 +298,8 @@ def accumulate_gradients(
         totals["loss"] += float(loss.detach())
         _add(totals, stats)
         totals["entropy_sum"] += float(torch.where(mask_BT.bool(), entropy_BT, 0.0).sum())
+    totals["num_tokens"], totals["num_positions"] = sum(lengths), num_positions
+    totals = dp.reduce_stats(totals)
     n = max(1, totals["num_valid"])
     out = {
         "loss": totals["loss"],
@@ -228,8 +308,9 @@ def accumulate_gradients(
         "kl": totals["kl_sum"] / n,
         "entropy": totals["entropy_sum"] / n,
         "num_valid_tokens": totals["num_valid"],
-        "num_tokens": sum(lengths),
-        "packing_efficiency": sum(lengths) / max(1, num_positions),
+        "num_tokens": totals["num_tokens"],
+        "rank_num_tokens": sum(lengths),
+        "packing_efficiency": totals["num_tokens"] / max(1, totals["num_positions"]),
         **{k: v for k, v in totals.items() if k.startswith("mismatch_")},
     }
     if "is_weight_sum" in totals:
@@ -238,13 +319,23 @@ def accumulate_gradients(
     return out
 
 
-def optimiser_step(model, ref_model, optimizer, scheduler, episodes, s: StepSettings, backend: str, loss_name=None):
-    """zero_grad, accumulate, clip, check finiteness, step. Returns statistics incl. grad norm and lr."""
+def optimiser_step(
+    model, ref_model, optimizer, scheduler, episodes, s: StepSettings, backend: str, loss_name=None,
+    dp: DataParallel = ONE_PROCESS,
+):
+    """zero_grad, accumulate, clip, check finiteness, step. Returns statistics incl. grad norm and lr.
+
+    Data-parallel (``dp``), ``episodes`` is this rank's share of the step (``scatter_episodes``); the
+    gradient norm is that of the whole, gathered over the shards. ``tokens_per_s`` counts the whole
+    step's tokens, ``rank_tokens_per_s`` this rank's.
+    """
     t0 = time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
-    stats = accumulate_gradients(model, ref_model, episodes, s, backend, loss_name)
+    stats = accumulate_gradients(model, ref_model, episodes, s, backend, loss_name, dp)
     params = [p for p in model.parameters() if p.requires_grad]
     grad_norm = torch.nn.utils.clip_grad_norm_(params, s.grad_clip if s.grad_clip > 0 else math.inf)
+    if hasattr(grad_norm, "full_tensor"):  # a DTensor: the norm over FSDP shards
+        grad_norm = grad_norm.full_tensor()
     if not torch.isfinite(grad_norm):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteLossError(f"non-finite gradient norm {float(grad_norm)}")
@@ -254,12 +345,13 @@ def optimiser_step(model, ref_model, optimizer, scheduler, episodes, s: StepSett
     stats["grad_norm"] = float(grad_norm)
     stats["seconds"] = time.perf_counter() - t0
     stats["tokens_per_s"] = stats["num_tokens"] / max(stats["seconds"], 1e-9)
+    stats["rank_tokens_per_s"] = stats["rank_num_tokens"] / max(stats["seconds"], 1e-9)
     return stats
 
 
 def rl_update(
-    model, ref_model, optimizer, scheduler, episodes: list[Episode], s: StepSettings, backend: str,
-    ppo_epochs: int = 1, num_minibatches: int = 1,
+    model, ref_model, optimizer, scheduler, episodes: list[Episode] | None, s: StepSettings, backend: str,
+    ppo_epochs: int = 1, num_minibatches: int = 1, dp: DataParallel = ONE_PROCESS,
 ) -> tuple[list[dict[str, float]], dict[str, float]]:
     """The optimisation of one RL step: ``ppo_epochs x num_minibatches`` optimiser steps.
 
@@ -268,21 +360,30 @@ def rl_update(
     a separate no-grad forward of every episode runs first (``recompute_behaviour_logprobs``). Either
     way the sampler/trainer mismatch of the step is measured on that pre-update forward.
 
+    Args:
+        episodes: the step's episodes (read on rank 0 only when data-parallel: each minibatch is
+            split over the ranks by tokens once, and every epoch reuses the split).
+
     Returns:
         The statistics of each optimiser step, and the step's ``mismatch/*`` metrics.
     """
+    minibatches = None
+    if dp.is_main:
+        chunk = (len(episodes) + num_minibatches - 1) // num_minibatches
+        minibatches = [episodes[mb : mb + chunk] for mb in range(0, len(episodes), chunk)]
+    minibatches = scatter_episodes(minibatches, s, dp)
     single = ppo_epochs == 1 and num_minibatches == 1
     if single:
         s = dataclasses.replace(s, old_logp_from_forward=s.behaviour_logp == "trainer")
         mismatch: dict[str, float] = {}
     else:
-        mismatch = recompute_behaviour_logprobs(model, episodes, s, backend, write=s.behaviour_logp == "trainer")
+        mine = [ep for mb in minibatches for ep in mb]
+        mismatch = recompute_behaviour_logprobs(model, mine, s, backend, write=s.behaviour_logp == "trainer", dp=dp)
     model.train()
     stats = []
-    chunk = (len(episodes) + num_minibatches - 1) // num_minibatches
     for _ in range(ppo_epochs):
-        for mb in range(0, len(episodes), chunk):
-            stats.append(optimiser_step(model, ref_model, optimizer, scheduler, episodes[mb : mb + chunk], s, backend))
+        for mb in minibatches:
+            stats.append(optimiser_step(model, ref_model, optimizer, scheduler, mb, s, backend, dp=dp))
     if single:
         mismatch = {k: v for k, v in stats[0].items() if k.startswith("mismatch_")}
     return stats, mismatch_metrics(mismatch)

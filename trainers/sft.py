@@ -14,8 +14,9 @@ import torch
 
 from sopgym.evaluation.runner import PolicyAgent, run_episodes
 
+from .distributed import DataParallel
 from .episodes import Episode, EpisodeBuilder
-from .optimise import StepSettings, optimiser_step
+from .optimise import ONE_PROCESS, StepSettings, optimiser_step, scatter_episodes
 from .rollout import EnvPool, EpisodeSpec, check_training_allowed
 
 
@@ -129,7 +130,7 @@ def select_demonstrations(
 
 def train_sft(
     model,
-    episodes: list[Episode],
+    episodes: list[Episode] | None,
     *,
     epochs: int,
     lr: float,
@@ -138,20 +139,27 @@ def train_sft(
     backend: str,
     generator: torch.Generator,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    dp: DataParallel = ONE_PROCESS,
 ) -> list[dict[str, float]]:
-    """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``."""
+    """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``.
+
+    Data-parallel (``dp``), ``episodes`` is read on rank 0, which shuffles and splits each batch over
+    the ranks by tokens (every rank draws the same permutation, so the generators stay equal).
+    """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    total = epochs * ((len(episodes) + batch_episodes - 1) // batch_episodes)
+    num_episodes = dp.broadcast(len(episodes) if dp.is_main else None)
+    total = epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
     # Linear decay to 20% of the peak: decaying to zero wasted the second half of short CPU runs.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - 0.8 * s / max(1, total))
     model.train()
     history = []
     step = 0
     for _ in range(epochs):
-        order = torch.randperm(len(episodes), generator=generator).tolist()
+        order = torch.randperm(num_episodes, generator=generator).tolist()
         for start in range(0, len(order), batch_episodes):
-            batch = [episodes[i] for i in order[start : start + batch_episodes]]
-            stats = optimiser_step(model, None, optimizer, scheduler, batch, settings, backend, loss_name="sft")
+            batch = [episodes[i] for i in order[start : start + batch_episodes]] if dp.is_main else None
+            (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
+            stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)
             history.append(stats)
             if on_step:
                 on_step(step, stats)

@@ -1,13 +1,16 @@
 """``sopgym train --config configs/X.yaml [key=value ...]``: the trainer's command line.
 
 Wired into the ``sopgym`` command as its ``train`` subcommand; ``main(argv)`` accepts the arguments
-after ``train`` (a leading ``train`` is tolerated).
+after ``train`` (a leading ``train`` is tolerated). Data-parallel on N processes (docs/scaling.md):
+
+    torchrun --nproc-per-node N -m sopgym train --config configs/X.yaml
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -47,13 +50,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .loop import train
 
+    if "TORCHELASTIC_ERROR_FILE" in os.environ:
+        # Under torchrun: a rank's exception goes to the error file torchrun reads, so its summary
+        # of the failed run shows that rank's traceback.
+        from torch.distributed.elastic.multiprocessing.errors import record
+
+        train = record(train)
     try:
         result = train(cfg, resume=not args.no_resume, allow_config_change=args.allow_config_change)
     except ConfigError as exc:  # found once the checkpoint or tokenizer is read, before any training
-        for problem in exc.problems:
-            print(f"sopgym train: {problem}", file=sys.stderr)
+        if int(os.environ.get("RANK", "0")) == 0:
+            for problem in exc.problems:
+                print(f"sopgym train: {problem}", file=sys.stderr)
         return 2
-    print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
     return 0
 
 

@@ -39,6 +39,7 @@ WORKER_BACKENDS = ("inprocess", "ray")
 BEHAVIOUR_LOGP = ("trainer", "sampler")
 IS_MODES = ("none", "truncate", "mask")
 IS_LEVELS = ("token", "sequence", "geometric")
+ROLLOUT_ENGINES = ("inprocess", "ray")
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 RUN_LENGTH_KEYS = ("steps", "eval_every", "checkpoint_every", "progress", "plot")
 """Keys a resumed run may change: how long it goes and how often it stops to evaluate, checkpoint or
@@ -326,6 +327,37 @@ class EnvConfig(_Section):
 
 
 @dataclass
+class RolloutEngineConfig(_Section):
+    """The rollout engine (policy/engine.py): what samples the rollouts and evaluations."""
+
+    SECTION = "rollout.engine"
+
+    backend: str = _spec("inprocess", choices=ROLLOUT_ENGINES)
+    """``inprocess``: the trained model itself in one process, a full copy of the weights on rank 0
+    under torchrun. ``ray``: a Ray actor with its own copy of the weights, sent to it after every
+    optimiser step (``pip install 'sopgym[ray]'``); it can hold a GPU of its own (``num_gpus``) or run
+    on another host. The same seeded run gives the same episodes either way (tested)."""
+    num_gpus: float = _spec(0.0, ge=0.0, le=1024.0)
+    """GPUs the Ray actor reserves (0: it samples on CPU)."""
+    num_cpus: float = _spec(1.0, ge=0.0, le=1e6)
+    """Logical CPUs the Ray actor reserves in Ray's scheduler."""
+    address: str | None = _spec(None, nonempty=True)
+    """null: start Ray on this machine (loopback only), or use the Ray this process already runs (the
+    env workers'). ``auto``: the cluster this machine joined with ``ray start``; ``host:6379`` or
+    ``ray://host:10001``: that cluster."""
+
+    def _combinations(self) -> list[str]:
+        if self.backend == "ray":
+            return []
+        out = []
+        if self.num_gpus:
+            out.append(f"rollout.engine.num_gpus: set to {_show(self.num_gpus)}, which needs rollout.engine.backend 'ray', got {self.backend!r}")
+        if self.address is not None:
+            out.append(f"rollout.engine.address: set to {_show(self.address)}, which needs rollout.engine.backend 'ray', got {self.backend!r}")
+        return out
+
+
+@dataclass
 class RolloutConfig(_Section):
     SECTION = "rollout"
 
@@ -342,6 +374,9 @@ class RolloutConfig(_Section):
     """Nucleus sampling. Behaviour log-probs are taken before the top-p cut (documented simplification)."""
     eval_temperature: float = _spec(0.0, ge=0.0, le=100.0)
     """0 = greedy decoding for held-out evaluation."""
+    engine: RolloutEngineConfig = field(default_factory=RolloutEngineConfig)
+    """Where rollouts are generated: in this process (default) or in a Ray actor
+    (``{backend: ray, num_gpus: 1}``)."""
 
 
 @dataclass
@@ -495,7 +530,7 @@ _SECTIONS = {
     "distributed": DistributedConfig,
 }
 _SECTION_NAMES = {cls.__name__ for cls in _SECTIONS.values()}
-_NESTED = {"EnvWorkersConfig": EnvWorkersConfig}
+_NESTED = {"EnvWorkersConfig": EnvWorkersConfig, "RolloutEngineConfig": RolloutEngineConfig}
 """Sections inside sections, by annotation: built from their mapping by the enclosing section."""
 
 

@@ -11,7 +11,8 @@ engine, evaluation and MLflow, and the optimiser steps are split over the ranks 
 
 Honest simplifications:
 * By default generation runs in the training process, on the trained model itself (one process) or
-  on rank 0's full copy of the weights (torchrun). Rollouts of a step use the weights of the start of the step, so ``ppo_epochs=1,
+  on rank 0's full copy of the weights (torchrun); ``rollout.engine.backend: ray`` samples in a Ray
+  actor instead. Rollouts of a step use the weights of the start of the step, so ``ppo_epochs=1,
   num_minibatches=1`` is on-policy up to numerical differences between the KV-cached sampler and the
   packed forward.
 * Under torchrun the other ranks wait while rank 0 generates and evaluates.
@@ -244,7 +245,8 @@ def train(
         make_oracle: demonstration policy factory for SFT / tokenizer texts (default: the envs' oracle).
         make_sampler: ``(model, tokenizer) -> engine``: the rollout engine that generates the rollouts
             and evaluations (``policy/engine.py``), given the causal LM to sample from (under torchrun
-            a full copy on rank 0); default: ``HFPolicy`` in this process.
+            a full copy on rank 0); default: by ``rollout.engine.backend``, ``HFPolicy`` in this
+            process or ``RayRolloutEngine``.
         resume: continue from ``<run_dir>/checkpoint.pt`` when present.
         allow_config_change: resume even when the config differs from the checkpoint's in more than
             the run-length keys (recorded as the MLflow tag ``override/config_change``).
@@ -351,7 +353,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     ref_lm = copy.deepcopy(lm).eval() if cfg.algo.kl_coef > 0 else None
     if dp.is_main:
         # Under torchrun the engine samples from a full copy of the weights: the learner's are shards.
-        sampler_lm = copy.deepcopy(lm) if dp.enabled else lm
+        # (A Ray engine serialises lm at once, before it is sharded: no copy needed.)
+        sampler_lm = copy.deepcopy(lm) if dp.enabled and (make_sampler is not None or cfg.rollout.engine.backend == "inprocess") else lm
         run.policy = build_engine(cfg, sampler_lm, run.tokenizer, make_sampler)
     run.lm, run.model = lm, dp.wrap(lm)
     if ref_lm is not None:
@@ -420,10 +423,16 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None) -> RolloutEngine:
-    """The rollout engine sampling from ``lm``: ``make_sampler(lm, tokenizer)`` when given, else
-    ``HFPolicy`` in this process."""
+    """The rollout engine sampling from ``lm``: ``make_sampler(lm, tokenizer)`` when given, else by
+    ``rollout.engine.backend``: ``HFPolicy`` in this process, or ``RayRolloutEngine`` (a Ray actor with its
+    own copy of ``lm``)."""
     if make_sampler is not None:
         return make_sampler(lm, tokenizer)
+    engine = cfg.rollout.engine
+    if engine.backend == "ray":
+        from .policy.ray_engine import RayRolloutEngine
+
+        return RayRolloutEngine(lm, tokenizer, num_gpus=engine.num_gpus, num_cpus=engine.num_cpus, address=engine.address)
     return HFPolicy(lm, tokenizer)
 
 

@@ -1,0 +1,69 @@
+"""The rollout-engine interface (policy/engine.py) and its Ray implementation (policy/ray_engine.py):
+sampling in a Ray actor with its own copy of the weights gives what sampling in this process gives."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sopgym.trainers.config import load_config
+from sopgym.trainers.loop import train
+from sopgym.trainers.policy.engine import RolloutEngine
+from sopgym.trainers.policy.hf import HFPolicy
+
+from . import fake_env
+from .helpers import tiny_model, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer().save_pretrained(str(path))
+    return str(path)
+
+
+def test_the_engine_actor_samples_what_this_process_samples_after_every_weight_update(ray_session):
+    from sopgym.trainers.policy.ray_engine import RayRolloutEngine
+
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, attn="sdpa")
+    local = HFPolicy(model, tok)
+    engine = RayRolloutEngine(model, tok)
+    try:
+        assert isinstance(local, RolloutEngine) and isinstance(engine, RolloutEngine)
+        assert engine.info["pid"] != __import__("os").getpid()
+        prompts = [tok("key: k1")["input_ids"], tok("key: k22 then")["input_ids"], tok("key: k3")["input_ids"]]
+        for update in range(3):
+            mine, theirs = torch.Generator().manual_seed(update), torch.Generator().manual_seed(update)
+            expected = local.generate(prompts, [16, 8, 12], temperature=1.0, top_p=0.9, generator=mine)
+            assert engine.generate(prompts, [16, 8, 12], temperature=1.0, top_p=0.9, generator=theirs) == expected
+            assert torch.equal(mine.get_state(), theirs.get_state())  # the draws used up the same randomness
+            assert engine.generate(prompts, 8, temperature=0.0) == local.generate(prompts, 8, temperature=0.0)
+            with torch.no_grad():  # a learner's update, then the new weights to the actor
+                for p in model.parameters():
+                    p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(update)) * 0.05)
+            engine.load_weights(model.state_dict())
+            assert engine.weights_version == update + 1
+    finally:
+        engine.close()
+
+
+def test_a_seeded_run_gives_the_same_episodes_sampling_in_process_or_in_the_engine_actor(ray_session, tmp_path, tok_dir):
+    """Three RL steps: the same episodes (every rollout metric), losses and final weights bit for bit,
+    which needs the actor to receive the learner's weights after every step."""
+    def run(backend: str):
+        cfg = load_config(None, [
+            "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
+            "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
+            "optim.row_tokens=1024", "rollout.max_new_tokens=24", "rollout.batch_size=2", "rollout.group_size=3",
+            "optim.lr=1e-2", "eval_num_tasks=2", "progress=false", "plot=false", "tracking.enabled=false",
+            f"run_dir={tmp_path / backend}", "device=cpu", "steps=3", f"rollout.engine.backend={backend}",
+        ])
+        return train(cfg, make_env=lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True))
+
+    inprocess, actor = run("inprocess"), run("ray")
+    strip = [{k: v for k, v in h.items() if not k.startswith("perf/")} for h in inprocess.history]
+    assert strip == [{k: v for k, v in h.items() if not k.startswith("perf/")} for h in actor.history]
+    assert inprocess.val_after == actor.val_after
+    a, b = inprocess.model.state_dict(), actor.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -528,9 +528,11 @@ def rl_step(run: Run) -> dict[str, float]:
         rates = dp.gather(sum(st["rank_num_tokens"] for st in opt_stats) / max(sum(st["seconds"] for st in opt_stats), 1e-9))
         if dp.is_main:
             metrics.update({f"perf/rank{k}/train_tokens_per_s": r for k, r in enumerate(rates)})
+    metrics["perf/optimisation_seconds"] = train_s
     if dp.is_main:
         metrics.update({**rollout_metrics(episodes), **zv_stats, **mismatch})
         metrics.update(run.alarms.after_rollouts(step, episodes, zv_stats))
+        metrics["perf/rollout_seconds"] = rollout_s
         metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
         metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
         metrics["train/trained_episodes"] = float(len(trainable))

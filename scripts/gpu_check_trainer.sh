@@ -6,7 +6,10 @@
 #      {one prompt, equal-length bucket, left-padded batch} x {static, dynamic cache}; packed =
 #      unpacked log-probs with the flash kernels; `auto` picks a flash kernel for bf16 and sdpa_varlen
 #      for fp32;
-#   2. the sampler's generation tokens/s at batch 32 on the GPU (benchmarks/train_throughput.py).
+#   2. the sampler's generation tokens/s at batch 32 on the GPU (benchmarks/train_throughput.py);
+#   3. on a machine with 2+ GPUs, the data-parallel learner over NCCL (tests/trainers/test_distributed.py,
+#      marked `gpu`): 2 torchrun ranks train the parameters of one process; with one GPU it is skipped
+#      with that reason (NCCL needs a GPU per rank).
 #
 # The device machines of this workplace have torch, transformers and pytest but no network and no
 # gymnasium: carry its wheels. Prepare once where PyPI is reachable:
@@ -28,6 +31,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 timeout 420 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/trainers/test_sampler.py tests/trainers/test_packing.py \
+  tests/trainers/test_distributed.py \
   > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests exit code $?" | tee -a "$OUT/gpu_tests.txt"
 tail -40 "$OUT/gpu_tests.txt"

@@ -152,6 +152,22 @@ def test_a_rank_that_raises_ends_the_run_failed_with_its_traceback(config_file, 
     assert "Traceback" in traceback_text and "accumulate_gradients" in traceback_text
 
 
+@pytest.mark.gpu
+def test_two_ranks_on_nccl_train_the_parameters_of_one_process(config_file, tmp_path):
+    """The NCCL path (one GPU per rank, cuda:LOCAL_RANK): 2 ranks vs one process on cuda:0. Needs two
+    GPUs; GPU kernels (the embedding's backward adds atomically) are not bitwise deterministic, so
+    the bound is 1e-5 here. Not run yet: no multi-GPU machine was available to this change."""
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs 2 CUDA devices, this machine has {torch.cuda.device_count()}")
+    done = torchrun(config_file, tmp_path / "two", "device=cuda")
+    assert done.returncode == 0, done.stderr[-6000:]
+    two = sharded_state(tmp_path / "two")
+    train(load_config(config_file, [f"run_dir={tmp_path / 'one'}", "device=cuda:0"]), make_oracle=fake_env.FakeOracle)
+    one = torch.load(tmp_path / "one" / "checkpoint.pt", weights_only=True, map_location="cpu")["model"]
+    diff = max(float((one[k] - two["model"][k].cpu()).abs().max()) for k in one)
+    assert diff < 1e-5, f"2-rank (NCCL) vs 1-process parameters differ by {diff}"
+
+
 def test_resume_refuses_another_number_of_processes(config_file, two_ranks, tmp_path):
     """A 2-rank checkpoint does not resume in one process (nor a 1-process one under torchrun)."""
     import shutil

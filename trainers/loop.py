@@ -191,7 +191,7 @@ class Run:
         if self.policy is not None:
             self.policy.close()
         if self.tracker is not None:
-            if status == "FAILED":
+            if status == "FAILED" and self.tracker.enabled:  # rank 0's tracker (the others' are off)
                 _log_failures(self)
             self.tracker.end(status)
         if status != "FAILED":  # after a failure a collective could wait for a dead rank: just exit

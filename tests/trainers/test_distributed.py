@@ -24,8 +24,6 @@ from sopgym.trainers.packing import first_fit_decreasing
 from . import fake_env
 from .helpers import tiny_tokenizer
 
-pytest.importorskip("torch.distributed.checkpoint")
-
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_TIMEOUT_S = 240
 """A launch that takes longer is a hang: the test fails instead of waiting."""

@@ -150,8 +150,15 @@ class DataParallel:
         return out
 
     def sum_counts(self, counts: dict[str, int]) -> dict[str, int]:
-        """Integer counts summed over ranks (exact)."""
-        return self.reduce_stats(counts)
+        """Integer counts summed over ranks (an all-reduce; exact). Every rank passes the same keys."""
+        if not self.enabled:
+            return counts
+        import torch.distributed as dist
+
+        keys = sorted(counts)
+        t = torch.tensor([counts[k] for k in keys], dtype=torch.long, device=self._collective_device())
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return dict(zip(keys, t.tolist()))
 
     def max_int(self, value: int) -> int:
         if not self.enabled:

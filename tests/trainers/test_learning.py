@@ -1,9 +1,11 @@
-"""Seeded learning tests: GRPO after SFT raises the reward, on the test fake env and on an authored domain.
+"""Seeded learning tests: GRPO after SFT raises the reward on the test fake env, and held-out task success on an authored domain.
 
 The fake-env test takes seconds: its demonstrator submits the wrong colour on half of the tasks, so the
 SFT policy is right about half the time, and RL must unlearn the systematic mistake. Two seeds: with
 16 steps one sampling stream passed and another did not, so it runs 24 steps and checks both. The
-authored-domain test is the CPU demo's recipe cut to 8 GRPO steps (slow: about 9 minutes).
+authored-domain test is the CPU demo's recipe cut to 8 GRPO steps (slow: about 9 minutes); it asserts
+the held-out task-success gain the demo is meant to show, and is a strict xfail until the recipe
+reaches it.
 """
 
 import math
@@ -46,12 +48,18 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
 
 
 @pytest.mark.slow
-def test_grpo_raises_held_out_reward_on_an_authored_domain(tmp_path):
-    """The CPU demo's recipe on WarehouseReceiving, cut to 8 GRPO steps (about 9 minutes on 2 cores).
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 11 part 6 not reached: measured 2026-12-01 with the fixed sampler, held-out success 0.031 before "
+    "and after 8 GRPO steps (reward 0.206 both; at 4 of the 8 steps 75-100% of the groups had zero reward "
+    "variance). The SFT policy does not copy the case's identifiers (docs/trainer.md, 'The CPU demo')."
+))
+def test_grpo_raises_held_out_task_success_on_an_authored_domain(tmp_path):
+    """The CPU demo's recipe on WarehouseReceiving, cut to 8 GRPO steps (about 9 minutes on 2 quiet cores):
+    held-out task success after RL at least 10 points above before RL (the greedy evaluation after
+    SFT), and above 0, as the evaluator scores it.
 
-    After SFT on whole oracle demonstrations the greedy policy's replies are mostly invalid; 8 GRPO
-    steps must make them valid and raise the held-out reward (measured: -0.34 -> 0.22, invalid
-    replies 87% -> 0%). Held-out task success is not asserted: it stays 0 (docs/trainer.md).
+    Strict xfail while the recipe does not reach it: when it does, this test passes, xfail(strict)
+    turns that into a failure, and the marker must go.
     """
     from pathlib import Path
 
@@ -61,7 +69,6 @@ def test_grpo_raises_held_out_reward_on_an_authored_domain(tmp_path):
         "tracking.enabled=false",
     ])
     result = train(cfg)
-    before, after = result.val_before, result.val_after
-    assert after["val/reward/mean"] > before["val/reward/mean"] + 0.3, (before, after)
-    assert after["val/invalid_action_rate"] < before["val/invalid_action_rate"] - 0.5, (before, after)
-    assert after["val/field_accuracy"] > before["val/field_accuracy"] + 0.1, (before, after)
+    before = result.val_before["val/task_success_rate"]
+    after = result.val_after["val/task_success_rate"]
+    assert after > 0 and after >= before + 0.10, (before, after)

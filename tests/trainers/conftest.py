@@ -1,6 +1,8 @@
 import pytest
 import torch
 
+from .helpers import tiny_tokenizer
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped otherwise)")
@@ -13,3 +15,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    """The tiny offline BPE tokenizer, saved once per module."""
+    path = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer().save_pretrained(str(path))
+    return str(path)
+

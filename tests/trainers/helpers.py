@@ -59,3 +59,18 @@ def oracle_episode(tokenizer, seed: int, group_id: int = 0, advantage: float = 0
         seen = len(info["messages"])
     ep.advantage = advantage
     return ep
+
+
+def fake_env_config(tok_dir: str, run_dir, *overrides: str):
+    """A tiny from-scratch model training on the fake env (a few seconds a step on CPU); ``overrides``
+    are ``key=value`` strings applied after these defaults."""
+    from sopgym.trainers.config import load_config
+
+    return load_config(None, [
+        "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
+        "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
+        "optim.row_tokens=1024", "rollout.max_new_tokens=24", "rollout.batch_size=2", "rollout.group_size=3",
+        "optim.lr=1e-2", "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false",
+        f"run_dir={run_dir}", "device=cpu", *overrides,
+    ])
+

@@ -3,8 +3,6 @@ and a healthy run must leave all of them silent."""
 
 import logging
 
-import pytest
-
 from sopgym.trainers.alarms import (
     ALARMS,
     DIVERGENCE,
@@ -15,29 +13,15 @@ from sopgym.trainers.alarms import (
     truncation_check,
     zero_variance_check,
 )
-from sopgym.trainers.config import load_config
 from sopgym.trainers.episodes import Episode
 from sopgym.trainers.loop import train
 
 from . import fake_env
-from .helpers import tiny_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer().save_pretrained(str(path))
-    return str(path)
+from .helpers import fake_env_config
 
 
 def _cfg(tmp_path, tok_dir, *extra):
-    return load_config(None, [
-        "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
-        "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
-        "optim.row_tokens=1024", "rollout.max_new_tokens=24", "rollout.batch_size=2", "rollout.group_size=3",
-        "optim.lr=1e-2", "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=true",
-        f"run_dir={tmp_path}", "device=cpu", *extra,
-    ])
+    return fake_env_config(tok_dir, tmp_path, "tracking.enabled=true", *extra)
 
 
 def _run_data(tmp_path, result):

@@ -3,23 +3,14 @@ sampling in a Ray actor with its own copy of the weights gives what sampling in 
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from sopgym.trainers.config import load_config
 from sopgym.trainers.loop import train
 from sopgym.trainers.policy.engine import RolloutEngine
 from sopgym.trainers.policy.hf import HFPolicy
 
 from . import fake_env
-from .helpers import tiny_model, tiny_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer().save_pretrained(str(path))
-    return str(path)
+from .helpers import fake_env_config, tiny_model, tiny_tokenizer
 
 
 def test_the_engine_actor_samples_what_this_process_samples_after_every_weight_update(ray_session):
@@ -52,13 +43,7 @@ def test_a_seeded_run_gives_the_same_episodes_sampling_in_process_or_in_the_engi
     """Three RL steps: the same episodes (every rollout metric), losses and final weights bit for bit,
     which needs the actor to receive the learner's weights after every step."""
     def run(backend: str):
-        cfg = load_config(None, [
-            "env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
-            "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",
-            "optim.row_tokens=1024", "rollout.max_new_tokens=24", "rollout.batch_size=2", "rollout.group_size=3",
-            "optim.lr=1e-2", "eval_num_tasks=2", "progress=false", "plot=false", "tracking.enabled=false",
-            f"run_dir={tmp_path / backend}", "device=cpu", "steps=3", f"rollout.engine.backend={backend}",
-        ])
+        cfg = fake_env_config(tok_dir, tmp_path / backend, "eval_num_tasks=2", "steps=3", f"rollout.engine.backend={backend}")
         return train(cfg, make_env=lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True))
 
     inprocess, actor = run("inprocess"), run("ray")

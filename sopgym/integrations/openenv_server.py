@@ -589,7 +589,7 @@ def add_serve_cli(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from sopgym.cli import parse_env_args
+    from sopgym.evaluation.eval_command import parse_env_args
 
     try:
         env_kwargs = parse_env_args(args.env_arg)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -154,10 +155,17 @@ def scatter_episodes(groups: list[list[Episode]] | None, s: StepSettings, dp: Da
     return dp.scatter(per_rank)
 
 
-def _micro_batches(seqs: list[packing.Sequence], s: StepSettings, dp: DataParallel) -> tuple[list[list[list[int]]], int]:
-    """This rank's micro-batches (rows of indices into ``seqs``) and how many every rank runs."""
+def _micro_batches(
+    seqs: list[packing.Sequence], s: StepSettings, dp: DataParallel, model, ref_model, backend: str, backward: bool
+) -> Iterator[packing.PackedBatch]:
+    """This rank's micro-batches, collated. Data-parallel, every rank runs as many as the rank with the
+    most; a rank out of micro-batches runs an idle pass in place of each missing one."""
     micro = packing.split_rows(_rows(seqs, s), s.rows_per_micro_batch) if seqs else []
-    return micro, dp.max_int(len(micro))
+    for j in range(dp.max_int(len(micro))):
+        if j < len(micro):
+            yield packing.collate(seqs, micro[j])
+        else:
+            _idle_pass(model, ref_model, s, backend, backward=backward)
 
 
 def _idle_pass(model, ref_model, s: StepSettings, backend: str, backward: bool) -> None:
@@ -208,12 +216,7 @@ def recompute_behaviour_logprobs(
     seqs = to_sequences(episodes, "token")
     model.train()
     totals: dict[str, float] = {}
-    micro, num_micro = _micro_batches(seqs, s, dp)
-    for m in range(num_micro):
-        if m >= len(micro):
-            _idle_pass(model, None, s, backend, backward=False)
-            continue
-        batch = packing.collate(seqs, micro[m])
+    for batch in _micro_batches(seqs, s, dp, model, None, backend, backward=False):
         mask_BT = batch.fields_BT["mask"] > 0
         logp_BT, _ = token_logprobs(model, batch, backend, s.temperature, select_BT=mask_BT)
         sampler_BT = batch.fields_BT["sampler_logp"].to(device=device, dtype=logp_BT.dtype)
@@ -227,7 +230,7 @@ def recompute_behaviour_logprobs(
                 ep = episodes[i]
                 # position start + j holds the log-prob of token j + 1 of the episode
                 values = logp_BT[b, start : start + n - 1].tolist()
-                ep.old_logp = [ep.old_logp[0]] + [v if m else old for v, m, old in zip(values, ep.loss_mask[1:], ep.old_logp[1:])]
+                ep.old_logp = [ep.old_logp[0]] + [v if policy else old for v, policy, old in zip(values, ep.loss_mask[1:], ep.old_logp[1:])]
                 start += n
     return dp.reduce_stats(totals)
 
@@ -251,12 +254,7 @@ def accumulate_gradients(
     params = LossParams(s.clip_low, s.clip_high)
     totals: dict[str, float] = {"loss": 0.0, "num_valid": 0, "clip_sum": 0.0, "ratio_sum": 0.0, "kl_sum": 0.0, "entropy_sum": 0.0}
     num_positions = 0
-    micro, num_micro = _micro_batches(seqs, s, dp)
-    for j in range(num_micro):
-        if j >= len(micro):
-            _idle_pass(model, ref_model, s, backend, backward=True)
-            continue
-        batch = packing.collate(seqs, micro[j])
+    for batch in _micro_batches(seqs, s, dp, model, ref_model, backend, backward=True):
         num_positions += attention.computed_positions(batch, backend)
         policy_BT = batch.fields_BT["mask"] > 0
         select_BT = policy_BT  # the output head runs on policy tokens only (and SFT context targets)

@@ -150,8 +150,9 @@ def _sampler_class(checkout: str | None):
     from pathlib import Path
 
     path = Path(checkout) / "trainers" / "policy" / "hf.py"
-    spec = importlib.util.spec_from_file_location("sampler_before", path)
+    spec = importlib.util.spec_from_file_location("sopgym.trainers.policy.sampler_before", path)
     module = importlib.util.module_from_spec(spec)
+    module.__package__ = "sopgym.trainers.policy"  # its relative imports resolve to this tree's package
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module.HFPolicy

@@ -14,12 +14,13 @@ import torch
 
 from sopgym.trainers import attention
 from sopgym.trainers.episodes import end_of_turn_ids
-from sopgym.trainers.policy.hf import HFPolicy
+from sopgym.trainers.policy.hf import SHARED_PREFIX_MIN, HFPolicy, common_prefix_length
 
 from .helpers import tiny_model, tiny_tokenizer
 
 CPU_BACKENDS = ("sdpa_varlen", "sdpa", "eager")
 CAPS = (14, 6, 11)
+SHAPES = ["one_prompt", "equal_length_bucket", "left_padded", "shared_prefix_bucket", "shared_prefix_padded", "group"]
 
 
 def _prompts(tok, shape: str) -> tuple[list[list[int]], list[int]]:
@@ -28,8 +29,16 @@ def _prompts(tok, shape: str) -> tuple[list[list[int]], list[int]]:
         return [base], [CAPS[0]]
     if shape == "equal_length_bucket":  # same length, different tokens: a batch without padding
         return [base, list(reversed(base)), base[1:] + base[:1]], list(CAPS)
-    assert shape == "left_padded"
-    return [base, base[3:], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]], list(CAPS)
+    if shape == "left_padded":
+        return [base, base[3:], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]], list(CAPS)
+    # A common prefix longer than SHARED_PREFIX_MIN (as every episode's system turn), then suffixes:
+    prefix = (base * 8)[:SHARED_PREFIX_MIN + 9]
+    if shape == "shared_prefix_bucket":  # suffixes of one length: no padding
+        return [prefix + base[:4], prefix + base[2:6], prefix + base[5:9]], list(CAPS)
+    if shape == "shared_prefix_padded":  # padding between the prefix and the shorter suffixes
+        return [prefix + base, prefix + base[:2], prefix + base[4:]], list(CAPS)
+    assert shape == "group"  # a GRPO group: the same prompt in every row
+    return [prefix + base] * 3, list(CAPS)
 
 
 @torch.no_grad()
@@ -50,9 +59,9 @@ def _reference(model, prompt: list[int], cap: int, stop_ids) -> tuple[list[int],
     return ids, logps, gaps
 
 
-def _check(model, tok, shape, static, tol):
+def _check(model, tok, shape, static, tol, policy=None):
     prompts, caps = _prompts(tok, shape)
-    policy = HFPolicy(model, tok, static_cache=static, bucket_by_length=shape != "left_padded")
+    policy = policy or HFPolicy(model, tok, static_cache=static, bucket_by_length=not shape.endswith("padded"))
     samples = policy.generate(prompts, caps, temperature=0.0)
     worst = 0.0
     for prompt, cap, sample in zip(prompts, caps, samples):
@@ -66,10 +75,11 @@ def _check(model, tok, shape, static, tol):
         assert sample_ids == ref_ids, (shape, static)
         worst = max([worst] + [abs(a - b) for a, b in zip(sample_logps, ref_logps)])
     assert worst < tol, (shape, static, worst)
+    return policy
 
 
 @pytest.mark.parametrize("static", [True, False], ids=["static_cache", "dynamic_cache"])
-@pytest.mark.parametrize("shape", ["one_prompt", "equal_length_bucket", "left_padded"])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("backend", CPU_BACKENDS)
 def test_sampler_equals_a_no_cache_forward(backend, shape, static):
     tok = tiny_tokenizer()
@@ -79,7 +89,7 @@ def test_sampler_equals_a_no_cache_forward(backend, shape, static):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("static", [True, False], ids=["static_cache", "dynamic_cache"])
-@pytest.mark.parametrize("shape", ["one_prompt", "equal_length_bucket", "left_padded"])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("backend", attention.BACKENDS)
 def test_sampler_equals_a_no_cache_forward_on_cuda(backend, shape, static):
     dtype = torch.bfloat16 if backend in attention.CUDA_BACKENDS else torch.float32
@@ -90,6 +100,38 @@ def test_sampler_equals_a_no_cache_forward_on_cuda(backend, shape, static):
     tok = tiny_tokenizer()
     model = tiny_model(tok, dtype=dtype, attn=attention.HF_IMPLEMENTATION[backend]).cuda().eval()
     _check(model, tok, shape, static, tol=1e-5 if dtype == torch.float32 else 2e-2)
+
+
+def test_the_shared_prefix_shapes_share_a_prefill():
+    tok = tiny_tokenizer()
+    for shape in ("shared_prefix_bucket", "shared_prefix_padded", "group"):
+        prompts, _ = _prompts(tok, shape)
+        assert common_prefix_length(prompts) >= SHARED_PREFIX_MIN, shape
+    for shape in ("equal_length_bucket", "left_padded"):
+        assert common_prefix_length(_prompts(tok, shape)[0]) < SHARED_PREFIX_MIN, shape
+    assert common_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2  # one token of each prompt is always fed
+    assert common_prefix_length([[1, 2, 3]]) == 2 and common_prefix_length([[7], [7, 8]]) == 0
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static_cache", "dynamic_cache"])
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_a_kept_prefix_is_reused_across_calls_and_dropped_when_the_weights_change(backend, static):
+    """The prefix's states are kept between calls: a second call with the same prefix, a call whose
+    common prefix is shorter, and a call after an optimiser step (the kept states are stale then)
+    all equal a no-cache forward of the weights of their time."""
+    tok = tiny_tokenizer()
+    model = tiny_model(tok, attn=attention.HF_IMPLEMENTATION[backend]).eval()
+    policy = _check(model, tok, "shared_prefix_bucket", static, tol=1e-5)
+    kept = policy._prefix["ids"]
+    _check(model, tok, "group", static, tol=1e-5, policy=policy)  # a longer prefix, extended from the kept one
+    assert policy._prefix["ids"][: len(kept)] == kept and len(policy._prefix["ids"]) > len(kept)
+    _check(model, tok, "shared_prefix_padded", static, tol=1e-5, policy=policy)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.train()
+    model(input_ids=torch.tensor([_prompts(tok, "group")[0][0]])).logits.float().logsumexp(-1).mean().backward()
+    optimizer.step()
+    model.eval()
+    _check(model, tok, "shared_prefix_bucket", static, tol=1e-5, policy=policy)
 
 
 def test_stops_on_every_declared_end_of_turn_id():

@@ -15,6 +15,16 @@ or at its own ``max_new_tokens``. Stop detection and bookkeeping stay on the dev
 and log-probs of all rows are written into ``[B, N]`` tensors and copied to the host once per call;
 the loop syncs once per token for the whole batch (are all rows done?), never per row.
 
+Prompts that start with the same tokens (every episode of a domain starts with the same system turn,
+the SOP and the tool schemas; the episodes of a GRPO group share their whole first prompt) share
+the prefill of that prefix: its keys and values are computed once, at batch size 1, and written
+into every row's cache; each row then prefills only its own suffix. The layout of a row is
+``[shared prefix][left padding][suffix]``, the padding masked, so positions are unchanged. The
+prefix's states are kept between calls while the weights are unchanged (every parameter's in-place
+version counter: an optimiser step or ``load_weights`` invalidates them), so one RL step computes its
+system turn once for all its turns and episodes. The result equals an unshared prefill (tested
+against a no-cache full forward, across calls and weight updates).
+
 The recorded log-prob of a sampled token is taken under ``softmax(logits / temperature)`` *before*
 the top-p cut, the same distribution the trainer recomputes (a documented simplification: with
 top_p < 1 the true sampling distribution is the renormalised nucleus).
@@ -30,7 +40,19 @@ import torch
 from ..episodes import end_of_turn_ids
 from .engine import Sample
 
-__all__ = ["HFPolicy", "Sample", "top_p_filter"]
+__all__ = ["HFPolicy", "Sample", "top_p_filter", "common_prefix_length"]
+
+SHARED_PREFIX_MIN = 32
+"""Shortest common prefix (tokens) whose prefill is shared; below it rows prefill everything."""
+
+
+def common_prefix_length(prompts: list[list[int]]) -> int:
+    """Tokens every prompt starts with, leaving at least one token of each prompt to feed."""
+    limit = max(0, min(len(p) for p in prompts) - 1)
+    first = prompts[0]
+    for p in prompts[1:]:
+        limit = next((i for i in range(limit) if p[i] != first[i]), limit)
+    return limit
 
 
 def top_p_filter(logits_BV: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -93,6 +115,13 @@ class HFPolicy:
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         # Only the last position's logits are needed: the prefill must not build [B, P, V] logits.
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
+        self._prefix: dict | None = None
+        """The last shared prefix: its ids, the weights' version, and each layer's (keys, values)."""
+        config = model.config
+        layer_types = getattr(config, "layer_types", None) or ()
+        # Sharing writes a prefix into full-attention caches; sliding-window layers keep other state.
+        self.share_prefix = not getattr(config, "sliding_window", None) or not getattr(config, "use_sliding_window", True)
+        self.share_prefix = self.share_prefix and all(t == "full_attention" for t in layer_types)
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Take the learner's weights. A one-process learner samples with its own model, whose state
@@ -104,6 +133,38 @@ class HFPolicy:
 
     def close(self) -> None:
         """Nothing to release: the model belongs to the caller."""
+        self._prefix = None
+
+    def _weights_version(self) -> tuple[int, ...]:
+        """Changes whenever any parameter is modified in place (optimiser steps, ``load_state_dict``)."""
+        return tuple(p._version for p in self.model.parameters())
+
+    def _prefix_states(self, prefix: list[int], device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's keys and values ``[1, Hkv, len(prefix), D]`` for ``prefix`` alone: the cached
+        prefix's where it matches (same weights), and a batch-1 forward over the rest."""
+        from transformers import DynamicCache
+
+        version = self._weights_version()
+        done, states = 0, []
+        cached = self._prefix
+        if cached is not None and cached["version"] == version:
+            old = cached["ids"]
+            limit = min(len(old), len(prefix))
+            done = next((i for i in range(limit) if old[i] != prefix[i]), limit)
+            states = [(k[:, :, :done], v[:, :, :done]) for k, v in cached["states"]]
+        if done < len(prefix):
+            cache = DynamicCache()
+            for i, (k, v) in enumerate(states if done else []):
+                cache.update(k, v, i)
+            positions = torch.arange(done, len(prefix), device=device)
+            self.model(
+                input_ids=torch.tensor([prefix[done:]], dtype=torch.long, device=device),
+                position_ids=positions[None], cache_position=positions, use_cache=True,
+                **{self._cache_kw: cache}, **self._keep_kw,
+            )
+            states = [(layer.keys[:, :, : len(prefix)], layer.values[:, :, : len(prefix)]) for layer in cache.layers]
+        self._prefix = {"ids": list(prefix), "version": version, "states": states}
+        return states
 
     def _new_cache(self, max_len: int):
         """A pre-allocated (static) KV cache: appending writes in place instead of re-concatenating the
@@ -172,11 +233,21 @@ class HFPolicy:
         num_N = max(max_new_tokens)
         if num_N <= 0:
             return [Sample([], [], hit_cap=True) for _ in prompts]
+        was_training = self.model.training
+        self.model.eval()
+        # Row layout: [shared prefix (C)][left padding][suffix], the suffixes right-aligned.
+        num_C = common_prefix_length(prompts) if self.share_prefix else 0
+        if num_C < SHARED_PREFIX_MIN:
+            num_C = 0
+        width_S = max(len(p) for p in prompts) - num_C
+        width_P = num_C + width_S
         input_BP = torch.full((num_B, width_P), self.pad_id, dtype=torch.long)
         attn_BL = torch.zeros((num_B, width_P + num_N), dtype=torch.long)
+        input_BP[:, :num_C] = torch.tensor(prompts[0][:num_C], dtype=torch.long)
+        attn_BL[:, :num_C] = 1
         for b, p in enumerate(prompts):
-            input_BP[b, width_P - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn_BL[b, width_P - len(p) : width_P] = 1
+            input_BP[b, width_P - (len(p) - num_C) :] = torch.tensor(p[num_C:], dtype=torch.long)
+            attn_BL[b, width_P - (len(p) - num_C) : width_P] = 1
         input_BP, attn_BL = input_BP.to(device), attn_BL.to(device)
         pos_BP = (attn_BL[:, :width_P].cumsum(-1) - 1).clamp(min=0)
         caps_B = torch.tensor(max_new_tokens, device=device)
@@ -188,10 +259,13 @@ class HFPolicy:
         done_B = caps_B <= 0
         draw_gen = self._device_generator(generator, device) if temperature > 0 else None
         cache = self._new_cache(width_P + num_N)
-        was_training = self.model.training
-        self.model.eval()
         step_input_BP, step_pos_BP = input_BP, pos_BP
         cache_pos_P = torch.arange(width_P, device=device)
+        if num_C:  # the prefix's states into every row's cache, then only the suffixes are fed
+            prefix_pos_C = cache_pos_P[:num_C]
+            for i, (k, v) in enumerate(self._prefix_states(prompts[0][:num_C], device)):
+                cache.update(k.expand(num_B, -1, -1, -1), v.expand(num_B, -1, -1, -1), i, {"cache_position": prefix_pos_C})
+            step_input_BP, step_pos_BP, cache_pos_P = input_BP[:, num_C:], pos_BP[:, num_C:], cache_pos_P[num_C:]
         for t in range(num_N):
             width = width_P + t
             out = self.model(

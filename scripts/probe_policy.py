@@ -17,12 +17,14 @@ import argparse
 import torch
 
 
-def teacher_forced(model, tokenizer, trajectories) -> dict[str, float]:
-    """Argmax accuracy on the oracle's policy tokens: all, digit tokens, and whole first turns."""
+def teacher_forced(model, tokenizer, trajectories, misses: list | None = None) -> dict[str, float]:
+    """Argmax accuracy on the oracle's policy tokens: all, digit tokens, whole first turns and whole
+    episodes. ``misses`` (a list) receives ``(episode, context, expected, predicted)`` for every
+    policy token the argmax gets wrong."""
     from sopgym.trainers.sft import episode_from_messages
 
     digit_ids = {i for i in range(len(tokenizer)) if any(c.isdigit() for c in tokenizer.decode([i]))}
-    num = correct = num_digit = correct_digit = first_turns_right = 0
+    num = correct = num_digit = correct_digit = first_turns_right = episodes_right = 0
     with torch.no_grad():
         for traj in trajectories:
             ep = episode_from_messages(tokenizer, traj["messages"], traj["tools"])
@@ -36,11 +38,17 @@ def teacher_forced(model, tokenizer, trajectories) -> dict[str, float]:
             policy = mask_T.nonzero().squeeze(-1).tolist()
             first = [p for i, p in enumerate(policy) if p - policy[0] == i]  # the first contiguous run
             first_turns_right += all(right_T[p] for p in first)
+            episodes_right += bool(right_T[mask_T].all())
+            if misses is not None:
+                for p in (mask_T & ~right_T).nonzero().squeeze(-1).tolist():
+                    context = tokenizer.decode(ids_T[max(0, p - 12) : p + 1].tolist())
+                    misses.append((len(misses), context, tokenizer.decode([int(target_T[p])]), tokenizer.decode([int(pred_T[p])])))
     return {
         "policy_token_accuracy": correct / max(1, num),
         "digit_token_accuracy": correct_digit / max(1, num_digit),
         "digit_tokens": float(num_digit),
         "first_turn_exact": first_turns_right / max(1, len(trajectories)),
+        "episode_exact": episodes_right / max(1, len(trajectories)),
     }
 
 
@@ -49,6 +57,7 @@ def main() -> None:
     p.add_argument("run_dir")
     p.add_argument("--tasks", type=int, default=32, help="validation tasks for the teacher-forced figures")
     p.add_argument("--show", type=int, default=2, help="greedy transcripts to print")
+    p.add_argument("--misses", type=int, default=0, help="teacher-forced misses to print (context, expected, predicted)")
     args = p.parse_args()
 
     from sopgym.trainers import checkpoint
@@ -73,8 +82,11 @@ def main() -> None:
         trajectories = collect_trajectories(pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.tasks, 1), default_oracle)
     finally:
         pool.close()
-    stats = teacher_forced(model, tokenizer, trajectories)
+    misses: list = []
+    stats = teacher_forced(model, tokenizer, trajectories, misses)
     print(f"teacher-forced on {args.tasks} held-out oracle episodes: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
+    for _, context, expected, predicted in misses[: args.misses]:
+        print(f"  ...{context!r}: expected {expected!r}, predicted {predicted!r}")
 
     if args.show:
         def length_fn(text: str) -> int:

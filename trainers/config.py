@@ -476,9 +476,24 @@ class SFTConfig(_Section):
     language-model pretraining on the domain's transcripts: tool results repeat the case's IDs and
     dates, which teaches copying far faster than the few policy tokens alone. 0 is plain SFT. RL
     never trains on these tokens."""
+    short_context_steps: int = _spec(0, ge=0, le=100_000_000)
+    """Optimiser steps of a first curriculum stage on the same demonstrations without their system turn
+    (the SOP and the tool schemas: the same text in every episode of a domain, about 80% of an
+    episode's tokens), before the ``epochs`` over whole demonstrations; 0: none. A model trained from
+    scratch learns to copy the case's identifiers into its calls far sooner on these short episodes
+    (more of them per second, attention over a few hundred tokens instead of thousands) and keeps the
+    skill when the whole prompt comes back (docs/trainer.md, "The CPU demo"). The learning-rate
+    schedule runs over both stages."""
+    short_context_batch_episodes: int = _spec(16, ge=1, le=1_000_000)
+    """Episodes per optimiser step of the short-context stage."""
     only_successful: bool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
+
+    def _combinations(self) -> list[str]:
+        if self.short_context_steps and not self.num_episodes:
+            return [f"sft.short_context_steps: {self.short_context_steps} steps need demonstrations, got sft.num_episodes 0"]
+        return []
 
 
 @dataclass

@@ -52,7 +52,14 @@ from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
-from .sft import collect_trajectories, default_oracle, select_demonstrations, train_sft, trajectory_texts
+from .sft import (
+    collect_trajectories,
+    default_oracle,
+    select_demonstrations,
+    train_sft,
+    trajectory_texts,
+    without_system_turn,
+)
 from .tracking import Tracker
 
 log = logging.getLogger("sopgym.trainers")
@@ -380,17 +387,21 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
 
     # ---- supervised warm start (demonstrations selected on rank 0, the steps split over the ranks) ----
     if ckpt is None and cfg.sft.num_episodes > 0:
-        sft_episodes = None
+        sft_episodes = short_episodes = None
         if dp.is_main:
             sft_episodes, demo_stats = select_demonstrations(
                 run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
             )
+            if cfg.sft.short_context_steps:  # the same demonstrations, from the case on
+                short_episodes = [without_system_turn(run.tokenizer, trajectories[ep.group_id]) for ep in sft_episodes]
             run.result.demonstrations = demo_stats
             run.tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)
         train_sft(
             run.model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
             settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run), dp=dp,
+            short_episodes=short_episodes, short_steps=cfg.sft.short_context_steps,
+            short_batch_episodes=cfg.sft.short_context_batch_episodes,
         )
         if run.ref_model is not None:  # the reference is the policy RL starts from
             with torch.no_grad():
@@ -463,9 +474,12 @@ class SFTStepLog:
         self.run = run
 
     def __call__(self, i: int, stats: dict[str, float]) -> None:
-        self.run.tracker.log_eval({"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"]}, i)
+        self.run.tracker.log_eval(
+            {"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"], "sft/short_context": stats["short_context"]}, i
+        )
         if self.run.dp.is_main:
-            log.info("sft step %d: loss %.3f, %.0f tokens/s", i, stats["loss"], stats["tokens_per_s"])
+            log.info("sft step %d%s: loss %.3f, %.0f tokens/s", i, " (short context)" if stats["short_context"] else "",
+                     stats["loss"], stats["tokens_per_s"])
         if self.run.dp.any(self.run.stop.requested):
             raise Killed()
 

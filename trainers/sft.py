@@ -88,6 +88,14 @@ def episode_from_messages(tokenizer, messages: list[dict[str, Any]], tools, task
     return ep
 
 
+def without_system_turn(tokenizer, trajectory: dict[str, Any]) -> Episode:
+    """The short-context curriculum's episode of a demonstration: its messages without the system
+    message and without the tool schemas (which the chat template renders into the system turn), so
+    the episode starts at the case. Loss mask as in ``episode_from_messages``."""
+    messages = [m for m in trajectory["messages"] if m["role"] != "system"]
+    return episode_from_messages(tokenizer, messages, None, task_id=trajectory.get("task_id", ""))
+
+
 def select_demonstrations(
     tokenizer, trajectories: list[dict[str, Any]], num_episodes: int, max_context: int, only_successful: bool = True
 ) -> tuple[list[Episode], dict[str, float]]:
@@ -140,28 +148,53 @@ def train_sft(
     generator: torch.Generator,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     dp: DataParallel = ONE_PROCESS,
+    short_episodes: list[Episode] | None = None,
+    short_steps: int = 0,
+    short_batch_episodes: int = 16,
 ) -> list[dict[str, float]]:
     """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``.
+
+    With ``short_steps`` > 0 a first stage of that many optimiser steps of ``short_batch_episodes``
+    runs on ``short_episodes`` (the demonstrations without their system turn: ``without_system_turn``),
+    drawn in passes of fresh permutations; then ``epochs`` over ``episodes``. One optimiser and one
+    learning-rate schedule (linear decay to 20% of ``lr``) span both stages.
 
     Data-parallel (``dp``), ``episodes`` is read on rank 0, which shuffles and splits each batch over
     the ranks by tokens (every rank draws the same permutation, so the generators stay equal).
     """
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     num_episodes = dp.broadcast(len(episodes) if dp.is_main else None)
-    total = epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
+    num_short = dp.broadcast(len(short_episodes or []) if dp.is_main else None) if short_steps else 0
+    if short_steps and not num_short:
+        raise ValueError(f"sft short-context stage: expected episodes for its {short_steps} steps, got none")
+    total = short_steps + epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
     # Linear decay to 20% of the peak: decaying to zero wasted the second half of short CPU runs.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - 0.8 * s / max(1, total))
     model.train()
     history = []
-    step = 0
-    for _ in range(epochs):
-        order = torch.randperm(num_episodes, generator=generator).tolist()
-        for start in range(0, len(order), batch_episodes):
-            batch = [episodes[i] for i in order[start : start + batch_episodes]] if dp.is_main else None
-            (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
-            stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)
-            history.append(stats)
-            if on_step:
-                on_step(step, stats)
-            step += 1
+
+    def batches():
+        """``(stage, indices)`` of every optimiser step: the short stage's, then the epochs'."""
+        order: list[int] = []
+        for _ in range(short_steps):
+            picked = []
+            while len(picked) < short_batch_episodes:
+                if not order:
+                    order = torch.randperm(num_short, generator=generator).tolist()
+                picked.append(order.pop())
+            yield "short", picked
+        for _ in range(epochs):
+            order = torch.randperm(num_episodes, generator=generator).tolist()
+            for start in range(0, len(order), batch_episodes):
+                yield "whole", order[start : start + batch_episodes]
+
+    for step, (stage, picked) in enumerate(batches()):
+        source = short_episodes if stage == "short" else episodes
+        batch = [source[i] for i in picked] if dp.is_main else None
+        (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
+        stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)
+        stats["short_context"] = float(stage == "short")
+        history.append(stats)
+        if on_step:
+            on_step(step, stats)
     return history

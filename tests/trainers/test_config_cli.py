@@ -53,6 +53,7 @@ BAD = [
     ("algo.loss=rloo", "algo.aggregation: loss 'rloo' is a sequence-level objective"),
     ("model.attention=flash_varlen", "which need model.dtype bfloat16 or float16"),
     ("algo.is_correction=truncate algo.behaviour_logp=sampler", "algo.is_correction: 'truncate' corrects sampler vs trainer"),
+    ("sft.num_episodes=0 sft.short_context_steps=5", "sft.short_context_steps: 5 steps need demonstrations, got sft.num_episodes 0"),
     ("bogus=1", "bogus: unknown key"),
     ("algo.kl_estimater=k2", "algo.kl_estimater: unknown key (did you mean 'kl_estimator'?)"),
     ("env=5", "env: expected a section (a mapping), got 5"),

@@ -68,3 +68,49 @@ def test_oracle_demonstrations_of_an_authored_domain_succeed():
     pool = EnvPool(gym_env_factory({"max_turns": 8}, None))
     trajs = collect_trajectories(pool, group_spec_list(["sopgym/WarehouseReceiving-v0"], "train", 0, 4, 1), default_oracle)
     assert [t["success"] for t in trajs] == [True] * 4
+
+
+def _policy_tokens(ep):
+    return [t for t, m in zip(ep.ids, ep.loss_mask) if m]
+
+
+def test_short_context_episode_starts_at_the_case_and_keeps_every_policy_token():
+    from sopgym.trainers.sft import episode_from_messages, without_system_turn
+
+    tok = tiny_tokenizer()
+    for traj in _fake_trajectories(wrong_rate=0.0, n=4):
+        whole = episode_from_messages(tok, traj["messages"], traj["tools"])
+        short = without_system_turn(tok, traj)
+        text = tok.decode(short.ids)
+        assert text.startswith("<|im_start|>user\n"), text[:80]
+        assert "system" not in text.split("<|im_start|>user", 1)[0]
+        assert _policy_tokens(short) == _policy_tokens(whole)
+        # What was dropped is the system turn, tools included: the rest is the whole episode's tail.
+        assert whole.ids[-len(short.ids):] == short.ids and whole.loss_mask[-len(short.ids):] == short.loss_mask
+        assert len(short.ids) < len(whole.ids)
+
+
+def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_dir):
+    import torch
+
+    from sopgym.trainers.optimise import StepSettings
+    from sopgym.trainers.sft import train_sft, without_system_turn
+
+    from .helpers import tiny_model
+
+    tok = tiny_tokenizer()
+    trajs = _fake_trajectories(wrong_rate=0.0, n=6)
+    episodes, _ = select_demonstrations(tok, trajs, 6, max_context=512)
+    short = [without_system_turn(tok, trajs[ep.group_id]) for ep in episodes]
+    history = train_sft(
+        tiny_model(tok), episodes, epochs=1, lr=1e-3, batch_episodes=4, settings=StepSettings(loss="sft", row_tokens=4096),
+        backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=3, short_batch_episodes=5,
+    )
+    assert [h["short_context"] for h in history] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    def within(n, k, eps):
+        return k * min(len(e.ids) for e in eps) <= n <= k * max(len(e.ids) for e in eps)
+
+    # 5 short episodes per short step (drawn from passes of fresh permutations), then 4 and 2 whole ones.
+    assert all(within(h["num_tokens"], 5, short) for h in history[:3]), [h["num_tokens"] for h in history]
+    assert within(history[3]["num_tokens"], 4, episodes) and within(history[4]["num_tokens"], 2, episodes)
+    assert max(len(e.ids) for e in short) < min(len(e.ids) for e in episodes)

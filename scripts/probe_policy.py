@@ -18,13 +18,13 @@ import torch
 
 
 def teacher_forced(model, tokenizer, trajectories, misses: list | None = None) -> dict[str, float]:
-    """Argmax accuracy on the oracle's policy tokens: all, digit tokens, whole first turns and whole
-    episodes. ``misses`` (a list) receives ``(episode, context, expected, predicted)`` for every
+    """Argmax accuracy on the oracle's policy tokens: all, digit tokens, digit tokens after the first
+    turn, whole first turns and whole episodes. ``misses`` (a list) receives ``(episode, context, expected, predicted)`` for every
     policy token the argmax gets wrong."""
     from sopgym.trainers.sft import episode_from_messages
 
     digit_ids = {i for i in range(len(tokenizer)) if any(c.isdigit() for c in tokenizer.decode([i]))}
-    num = correct = num_digit = correct_digit = first_turns_right = episodes_right = 0
+    num = correct = num_digit = correct_digit = first_turns_right = episodes_right = num_later = correct_later = 0
     with torch.no_grad():
         for traj in trajectories:
             ep = episode_from_messages(tokenizer, traj["messages"], traj["tools"])
@@ -38,6 +38,9 @@ def teacher_forced(model, tokenizer, trajectories, misses: list | None = None) -
             policy = mask_T.nonzero().squeeze(-1).tolist()
             first = [p for i, p in enumerate(policy) if p - policy[0] == i]  # the first contiguous run
             first_turns_right += all(right_T[p] for p in first)
+            later_T = digit_T.clone()
+            later_T[: first[-1] + 1] = False  # digits after the first turn: copies from tool results, the answer's count
+            num_later, correct_later = num_later + int(later_T.sum()), correct_later + int((right_T & later_T).sum())
             episodes_right += bool(right_T[mask_T].all())
             if misses is not None:
                 for p in (mask_T & ~right_T).nonzero().squeeze(-1).tolist():
@@ -47,6 +50,7 @@ def teacher_forced(model, tokenizer, trajectories, misses: list | None = None) -
         "policy_token_accuracy": correct / max(1, num),
         "digit_token_accuracy": correct_digit / max(1, num_digit),
         "digit_tokens": float(num_digit),
+        "later_digit_accuracy": correct_later / max(1, num_later),
         "first_turn_exact": first_turns_right / max(1, len(trajectories)),
         "episode_exact": episodes_right / max(1, len(trajectories)),
     }

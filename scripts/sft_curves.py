@@ -34,19 +34,12 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = p.parse_args()
 
+    from sopgym.trainers import attention, sft
     from sopgym.trainers.config import load_config
     from sopgym.trainers.distributed import DataParallel
-    from sopgym.trainers.modeling import load_model, load_tokenizer
+    from sopgym.trainers.modeling import DTYPES, load_model, load_tokenizer
     from sopgym.trainers.optimise import sft_settings
     from sopgym.trainers.rollout import EnvPool, group_spec_list, gym_env_factory
-    from sopgym.trainers.sft import (
-        collect_trajectories,
-        default_oracle,
-        select_demonstrations,
-        train_sft,
-        trajectory_texts,
-        without_system_turn,
-    )
 
     cfg = load_config(args.config, args.overrides)
     torch.manual_seed(cfg.seed)
@@ -55,16 +48,16 @@ def main() -> None:
                   **cfg.env.env_kwargs, "max_context": None}
     pool = EnvPool(gym_env_factory(env_kwargs, None))
     try:  # the seeds of loop.setup, then the held-out tasks of its evaluation
-        train = collect_trajectories(pool, group_spec_list(
-            cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, max(cfg.sft.num_episodes, 32), 1), default_oracle)
-        val = collect_trajectories(pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.tasks, 1), default_oracle)
+        train = sft.collect_trajectories(
+            pool, sft.demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes), sft.default_oracle)
+        val = sft.collect_trajectories(pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.tasks, 1), sft.default_oracle)
     finally:
         pool.close()
-    tokenizer = load_tokenizer(cfg.model, None, trajectory_texts(train))
-    episodes, _ = select_demonstrations(tokenizer, train, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful)
-    short = [without_system_turn(tokenizer, train[ep.group_id]) for ep in episodes] if cfg.sft.short_context_steps else None
-    val_short = [{**t, "messages": [m for m in t["messages"] if m["role"] != "system"], "tools": None} for t in val]
-    backend = cfg.model.attention if cfg.model.attention != "auto" else "sdpa_varlen"
+    tokenizer = load_tokenizer(cfg.model, None, sft.trajectory_texts(train))
+    episodes, _ = sft.select_demonstrations(tokenizer, train, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful)
+    short = sft.short_context_episodes(tokenizer, train, episodes) if cfg.sft.short_context_steps else None
+    val_short = [sft.without_system_messages(t) for t in val]
+    backend = attention.select_backend(cfg.model.attention, "cpu", DTYPES[cfg.model.dtype])
     lm = load_model(cfg.model, tokenizer, backend, torch.device("cpu"), seed=cfg.seed)
     print(f"{len(episodes)} demonstrations, {sum(p.numel() for p in lm.parameters()):,} parameters, "
           f"{cfg.sft.short_context_steps} short-context steps", flush=True)
@@ -85,9 +78,9 @@ def main() -> None:
         if (i + 1) % args.every == 0:
             measure(f"step {i + 1}{' (short context)' if stats['short_context'] else ''} loss {stats['loss']:.3f}")
 
-    train_sft(DataParallel().wrap(lm), episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-              settings=sft_settings(cfg), backend=backend, generator=generator, on_step=on_step, short_episodes=short,
-              short_steps=cfg.sft.short_context_steps, short_batch_episodes=cfg.sft.short_context_batch_episodes)
+    sft.train_sft(DataParallel().wrap(lm), episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
+                  settings=sft_settings(cfg), backend=backend, generator=generator, on_step=on_step, short_episodes=short,
+                  short_steps=cfg.sft.short_context_steps, short_batch_episodes=cfg.sft.short_context_batch_episodes)
     measure("end")
 
 

@@ -55,10 +55,11 @@ from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import (
     collect_trajectories,
     default_oracle,
+    demonstration_specs,
     select_demonstrations,
+    short_context_episodes,
     train_sft,
     trajectory_texts,
-    without_system_turn,
 )
 from .tracking import Tracker
 
@@ -332,7 +333,7 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     if dp.is_main:
         need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
         if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
-            specs = group_spec_list(cfg.env.env_ids, cfg.env.train_split, 10_000_000 + cfg.seed * 100_000, max(cfg.sft.num_episodes, 32), 1)
+            specs = demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes)
             demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
             try:
                 trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
@@ -393,7 +394,7 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
                 run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
             )
             if cfg.sft.short_context_steps:  # the same demonstrations, from the case on
-                short_episodes = [without_system_turn(run.tokenizer, trajectories[ep.group_id]) for ep in sft_episodes]
+                short_episodes = short_context_episodes(run.tokenizer, trajectories, sft_episodes)
             run.result.demonstrations = demo_stats
             run.tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)

@@ -17,7 +17,7 @@ from sopgym.evaluation.runner import PolicyAgent, run_episodes
 from .distributed import DataParallel
 from .episodes import Episode, EpisodeBuilder
 from .optimise import ONE_PROCESS, StepSettings, optimiser_step, scatter_episodes
-from .rollout import EnvPool, EpisodeSpec, check_training_allowed
+from .rollout import EnvPool, EpisodeSpec, check_training_allowed, group_spec_list
 
 
 def default_oracle():
@@ -88,12 +88,29 @@ def episode_from_messages(tokenizer, messages: list[dict[str, Any]], tools, task
     return ep
 
 
+def demonstration_specs(env_ids: list[str], split: str, seed: int, num_episodes: int) -> list[EpisodeSpec]:
+    """The tasks a run's demonstrations come from: seeds of their own (never a rollout's or an
+    evaluation's), at least 32 of them (the offline BPE's texts)."""
+    return group_spec_list(env_ids, split, 10_000_000 + seed * 100_000, max(num_episodes, 32), 1)
+
+
+def without_system_messages(trajectory: dict[str, Any]) -> dict[str, Any]:
+    """``trajectory`` without its system message and tool schemas (which the chat template renders
+    into the system turn): the chat starts at the case."""
+    return {**trajectory, "messages": [m for m in trajectory["messages"] if m["role"] != "system"], "tools": None}
+
+
 def without_system_turn(tokenizer, trajectory: dict[str, Any]) -> Episode:
-    """The short-context curriculum's episode of a demonstration: its messages without the system
-    message and without the tool schemas (which the chat template renders into the system turn), so
-    the episode starts at the case. Loss mask as in ``episode_from_messages``."""
-    messages = [m for m in trajectory["messages"] if m["role"] != "system"]
-    return episode_from_messages(tokenizer, messages, None, task_id=trajectory.get("task_id", ""))
+    """The short-context curriculum's episode of a demonstration (``without_system_messages``); loss
+    mask as in ``episode_from_messages``."""
+    short = without_system_messages(trajectory)
+    return episode_from_messages(tokenizer, short["messages"], None, task_id=short.get("task_id", ""))
+
+
+def short_context_episodes(tokenizer, trajectories: list[dict[str, Any]], episodes: list[Episode]) -> list[Episode]:
+    """``without_system_turn`` of the demonstrations ``select_demonstrations`` kept (``episodes``,
+    whose ``group_id`` indexes ``trajectories``)."""
+    return [without_system_turn(tokenizer, trajectories[ep.group_id]) for ep in episodes]
 
 
 def select_demonstrations(

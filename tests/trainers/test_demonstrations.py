@@ -94,14 +94,14 @@ def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_di
     import torch
 
     from sopgym.trainers.optimise import StepSettings
-    from sopgym.trainers.sft import train_sft, without_system_turn
+    from sopgym.trainers.sft import short_context_episodes, train_sft
 
     from .helpers import tiny_model
 
     tok = tiny_tokenizer()
     trajs = _fake_trajectories(wrong_rate=0.0, n=6)
     episodes, _ = select_demonstrations(tok, trajs, 6, max_context=512)
-    short = [without_system_turn(tok, trajs[ep.group_id]) for ep in episodes]
+    short = short_context_episodes(tok, trajs, episodes)
     history = train_sft(
         tiny_model(tok), episodes, epochs=1, lr=1e-3, batch_episodes=4, settings=StepSettings(loss="sft", row_tokens=4096),
         backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=3, short_batch_episodes=5,

@@ -46,12 +46,16 @@ SHARED_PREFIX_MIN = 32
 """Shortest common prefix (tokens) whose prefill is shared; below it rows prefill everything."""
 
 
+def _matching(a: list[int], b: list[int], limit: int) -> int:
+    """How many of the first ``limit`` tokens ``a`` and ``b`` share."""
+    return next((i for i in range(limit) if a[i] != b[i]), limit)
+
+
 def common_prefix_length(prompts: list[list[int]]) -> int:
     """Tokens every prompt starts with, leaving at least one token of each prompt to feed."""
     limit = max(0, min(len(p) for p in prompts) - 1)
-    first = prompts[0]
     for p in prompts[1:]:
-        limit = next((i for i in range(limit) if p[i] != first[i]), limit)
+        limit = _matching(p, prompts[0], limit)
     return limit
 
 
@@ -117,11 +121,10 @@ class HFPolicy:
         self._keep_kw = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self._prefix: dict | None = None
         """The last shared prefix: its ids, the weights' version, and each layer's (keys, values)."""
-        config = model.config
-        layer_types = getattr(config, "layer_types", None) or ()
         # Sharing writes a prefix into full-attention caches; sliding-window layers keep other state.
-        self.share_prefix = not getattr(config, "sliding_window", None) or not getattr(config, "use_sliding_window", True)
-        self.share_prefix = self.share_prefix and all(t == "full_attention" for t in layer_types)
+        config = model.config
+        sliding = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+        self.share_prefix = not sliding and all(t == "full_attention" for t in getattr(config, "layer_types", None) or ())
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Take the learner's weights. A one-process learner samples with its own model, whose state
@@ -148,13 +151,11 @@ class HFPolicy:
         done, states = 0, []
         cached = self._prefix
         if cached is not None and cached["version"] == version:
-            old = cached["ids"]
-            limit = min(len(old), len(prefix))
-            done = next((i for i in range(limit) if old[i] != prefix[i]), limit)
-            states = [(k[:, :, :done], v[:, :, :done]) for k, v in cached["states"]]
+            done = _matching(cached["ids"], prefix, min(len(cached["ids"]), len(prefix)))
+            states = [(k[:, :, :done], v[:, :, :done]) for k, v in cached["states"]] if done else []
         if done < len(prefix):
             cache = DynamicCache()
-            for i, (k, v) in enumerate(states if done else []):
+            for i, (k, v) in enumerate(states):
                 cache.update(k, v, i)
             positions = torch.arange(done, len(prefix), device=device)
             self.model(

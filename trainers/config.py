@@ -486,14 +486,38 @@ class SFTConfig(_Section):
     schedule runs over both stages."""
     short_context_batch_episodes: int = _spec(16, ge=1, le=1_000_000)
     """Episodes per optimiser step of the short-context stage."""
+    copy_steps: int = _spec(0, ge=0, le=100_000_000)
+    """Optimiser steps of copy pretraining before every other SFT stage: sequences of random tokens
+    followed by themselves, with the loss on the repeat (``sft.copy_sequences``); 0: none. A model trained
+    from scratch forms a copying mechanism (an induction head) on them within a few hundred steps, and
+    with it learns to copy identifiers out of tool results, which the demonstrations alone did not
+    teach it (docs/trainer.md, "Copy pretraining")."""
+    copy_batch_sequences: int = _spec(32, ge=1, le=1_000_000)
+    """Copy sequences per optimiser step of the copy stage."""
+    copy_mix_sequences: int = _spec(0, ge=0, le=1_000_000)
+    """Copy sequences added to every later SFT step (short-context and whole demonstrations), which keeps
+    the copying mechanism while the demonstrations' positional shortcuts are learnt."""
+    copy_vocab: int = _spec(512, ge=2, le=10_000_000)
+    """Copy sequences draw their tokens from the tokenizer's first ``copy_vocab`` non-special ids."""
+    whole_steps: int = _spec(0, ge=0, le=100_000_000)
+    """0: ``epochs`` passes over the whole demonstrations. Otherwise that many optimiser steps of
+    ``batch_episodes`` of them (drawn in passes of fresh permutations) instead, e.g. after a short-context
+    stage that already used every demonstration."""
+    warmup_steps: int = _spec(0, ge=0, le=100_000_000)
+    """Linear learning-rate warm-up over the first steps of SFT (all stages); 0: none."""
     only_successful: bool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
 
     def _combinations(self) -> list[str]:
+        problems = []
         if self.short_context_steps and not self.num_episodes:
-            return [f"sft.short_context_steps: {self.short_context_steps} steps need demonstrations, got sft.num_episodes 0"]
-        return []
+            problems.append(f"sft.short_context_steps: {self.short_context_steps} steps need demonstrations, got sft.num_episodes 0")
+        if self.copy_steps and not self.num_episodes:
+            problems.append(f"sft.copy_steps: {self.copy_steps} steps of copy pretraining come before SFT on demonstrations, got sft.num_episodes 0")
+        if self.whole_steps and self.epochs != 1:
+            problems.append(f"sft.whole_steps: expected sft.epochs 1 (whole_steps replaces the epochs), got epochs {self.epochs} and whole_steps {self.whole_steps}")
+        return problems
 
 
 @dataclass

@@ -53,6 +53,7 @@ from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import (
+    CopyPretraining,
     collect_trajectories,
     default_oracle,
     demonstration_specs,
@@ -403,6 +404,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run), dp=dp,
             short_episodes=short_episodes, short_steps=cfg.sft.short_context_steps,
             short_batch_episodes=cfg.sft.short_context_batch_episodes,
+            copy=CopyPretraining.from_config(cfg.sft, run.tokenizer), whole_steps=cfg.sft.whole_steps,
+            warmup_steps=cfg.sft.warmup_steps,
         )
         if run.ref_model is not None:  # the reference is the policy RL starts from
             with torch.no_grad():
@@ -476,11 +479,12 @@ class SFTStepLog:
 
     def __call__(self, i: int, stats: dict[str, float]) -> None:
         self.run.tracker.log_eval(
-            {"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"], "sft/short_context": stats["short_context"]}, i
+            {"sft/loss": stats["loss"], "sft/tokens_per_s": stats["tokens_per_s"], "sft/short_context": stats["short_context"],
+             "sft/copy_stage": stats["copy_stage"]}, i
         )
         if self.run.dp.is_main:
-            log.info("sft step %d%s: loss %.3f, %.0f tokens/s", i, " (short context)" if stats["short_context"] else "",
-                     stats["loss"], stats["tokens_per_s"])
+            stage = " (copy pretraining)" if stats["copy_stage"] else (" (short context)" if stats["short_context"] else "")
+            log.info("sft step %d%s: loss %.3f, %.0f tokens/s", i, stage, stats["loss"], stats["tokens_per_s"])
         if self.run.dp.any(self.run.stop.requested):
             raise Killed()
 

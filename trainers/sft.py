@@ -8,6 +8,7 @@ text), then turned into token-space episodes with the chat template: assistant t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -113,6 +114,35 @@ def short_context_episodes(tokenizer, trajectories: list[dict[str, Any]], episod
     return [without_system_turn(tokenizer, trajectories[ep.group_id]) for ep in episodes]
 
 
+#: Lengths of the random half of a copy sequence (it is followed by itself).
+COPY_LENGTHS = (16, 40)
+
+
+def copy_sequences(
+    tokenizer, count: int, vocab: int, generator: torch.Generator, lengths: tuple[int, int] = COPY_LENGTHS
+) -> list[Episode]:
+    """``count`` copy-pretraining sequences: ``n`` random tokens (``n`` drawn from ``lengths``, inclusive),
+    then the same ``n`` again; the loss is on the repeat's tokens after its first, the only ones a
+    model can predict, and only by copying from ``n`` tokens back (an induction head).
+
+    Tokens are drawn from the first ``vocab`` ids that are not special tokens. A model trained from
+    scratch on the demonstrations alone learns to copy the case's fields, which sit at a fixed offset
+    from the call that uses them, but not the identifiers of tool results, which move with the lengths
+    of the turns between (docs/trainer.md, "Copy pretraining").
+    """
+    special = set(tokenizer.all_special_ids)
+    pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special][:vocab])
+    low, high = lengths
+    out = []
+    for _ in range(count):
+        n = int(torch.randint(low, high + 1, (1,), generator=generator))
+        half = pool[torch.randint(len(pool), (n,), generator=generator)].tolist()
+        ids = half + half
+        out.append(Episode(task_id="copy", group_id=-1, seed=0, env_id="", ids=ids,
+                           loss_mask=[0] * (n + 1) + [1] * (n - 1), old_logp=[0.0] * len(ids)))
+    return out
+
+
 def select_demonstrations(
     tokenizer, trajectories: list[dict[str, Any]], num_episodes: int, max_context: int, only_successful: bool = True
 ) -> tuple[list[Episode], dict[str, float]]:
@@ -153,6 +183,23 @@ def select_demonstrations(
     return episodes, stats
 
 
+@dataclass(frozen=True)
+class CopyPretraining:
+    """``train_sft``'s copy pretraining (``copy_sequences``): none by default."""
+
+    tokenizer: Any = None
+    steps: int = 0
+    batch_sequences: int = 32
+    mix_sequences: int = 0
+    vocab: int = 512
+    lengths: tuple[int, int] = COPY_LENGTHS
+
+    @classmethod
+    def from_config(cls, sft_cfg, tokenizer) -> CopyPretraining:
+        """From an ``SFTConfig``'s ``copy_*`` keys."""
+        return cls(tokenizer, sft_cfg.copy_steps, sft_cfg.copy_batch_sequences, sft_cfg.copy_mix_sequences, sft_cfg.copy_vocab)
+
+
 def train_sft(
     model,
     episodes: list[Episode] | None,
@@ -168,13 +215,21 @@ def train_sft(
     short_episodes: list[Episode] | None = None,
     short_steps: int = 0,
     short_batch_episodes: int = 16,
+    copy: CopyPretraining | None = None,
+    whole_steps: int = 0,
+    warmup_steps: int = 0,
 ) -> list[dict[str, float]]:
     """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``.
 
     With ``short_steps`` > 0 a first stage of that many optimiser steps of ``short_batch_episodes``
     runs on ``short_episodes`` (the demonstrations without their system turn: ``without_system_turn``),
     drawn in passes of fresh permutations; then ``epochs`` over ``episodes``. One optimiser and one
-    learning-rate schedule (linear decay to 20% of ``lr``) span both stages.
+    learning-rate schedule (linear decay to 20% of ``lr``, after ``warmup_steps`` of linear warm-up)
+    span every stage. With ``whole_steps`` > 0 the last stage is that many steps of ``batch_episodes``
+    whole demonstrations, drawn in passes of fresh permutations, instead of ``epochs`` passes.
+
+    With ``copy`` (``CopyPretraining``), ``copy.steps`` steps of ``copy.batch_sequences`` copy
+    sequences (``copy_sequences``) come first, and ``copy.mix_sequences`` more join every later step.
 
     Data-parallel (``dp``), ``episodes`` is read on rank 0, which shuffles and splits each batch over
     the ranks by tokens (every rank draws the same permutation, so the generators stay equal).
@@ -184,22 +239,39 @@ def train_sft(
     num_short = dp.broadcast(len(short_episodes or []) if dp.is_main else None) if short_steps else 0
     if short_steps and not num_short:
         raise ValueError(f"sft short-context stage: expected episodes for its {short_steps} steps, got none")
-    total = short_steps + epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
+    copy = copy or CopyPretraining()
+    whole = whole_steps or epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
+    total = copy.steps + short_steps + whole
     # Linear decay to 20% of the peak: decaying to zero wasted the second half of short CPU runs.
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - 0.8 * s / max(1, total))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)) * (1.0 - 0.8 * s / max(1, total))
+    )
     model.train()
     history = []
 
     def batches():
-        """``(stage, indices)`` of every optimiser step: the short stage's, then the epochs'."""
+        """``(stage, indices)`` of every optimiser step: the copy stage's, the short stage's, then the
+        whole demonstrations'."""
+        for _ in range(copy.steps):
+            yield "copy", []
         order: list[int] = []
-        for _ in range(short_steps):
+
+        def draw(count: int, size: int) -> list[int]:
+            nonlocal order
             picked = []
-            while len(picked) < short_batch_episodes:
+            while len(picked) < count:
                 if not order:
-                    order = torch.randperm(num_short, generator=generator).tolist()
+                    order = torch.randperm(size, generator=generator).tolist()
                 picked.append(order.pop())
-            yield "short", picked
+            return picked
+
+        for _ in range(short_steps):
+            yield "short", draw(short_batch_episodes, num_short)
+        if whole_steps:
+            order = []
+            for _ in range(whole_steps):
+                yield "whole", draw(batch_episodes, num_episodes)
+            return
         for _ in range(epochs):
             order = torch.randperm(num_episodes, generator=generator).tolist()
             for start in range(0, len(order), batch_episodes):
@@ -207,10 +279,14 @@ def train_sft(
 
     for step, (stage, picked) in enumerate(batches()):
         source = short_episodes if stage == "short" else episodes
-        batch = [source[i] for i in picked] if dp.is_main else None
+        extra = copy.batch_sequences if stage == "copy" else copy.mix_sequences
+        # Drawn on every rank, so that the ranks' generators stay equal.
+        copies = copy_sequences(copy.tokenizer, extra, copy.vocab, generator, copy.lengths) if extra else []
+        batch = [source[i] for i in picked] + copies if dp.is_main else None
         (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
         stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)
         stats["short_context"] = float(stage == "short")
+        stats["copy_stage"] = float(stage == "copy")
         history.append(stats)
         if on_step:
             on_step(step, stats)

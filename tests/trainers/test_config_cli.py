@@ -54,6 +54,8 @@ BAD = [
     ("model.attention=flash_varlen", "which need model.dtype bfloat16 or float16"),
     ("algo.is_correction=truncate algo.behaviour_logp=sampler", "algo.is_correction: 'truncate' corrects sampler vs trainer"),
     ("sft.num_episodes=0 sft.short_context_steps=5", "sft.short_context_steps: 5 steps need demonstrations, got sft.num_episodes 0"),
+    ("sft.num_episodes=0 sft.copy_steps=5", "sft.copy_steps: 5 steps of copy pretraining come before SFT on demonstrations"),
+    ("sft.epochs=2 sft.whole_steps=5", "sft.whole_steps: expected sft.epochs 1 (whole_steps replaces the epochs), got epochs 2"),
     ("bogus=1", "bogus: unknown key"),
     ("algo.kl_estimater=k2", "algo.kl_estimater: unknown key (did you mean 'kl_estimator'?)"),
     ("env=5", "env: expected a section (a mapping), got 5"),

@@ -11,7 +11,6 @@ from . import fake_env
 from .helpers import tiny_tokenizer
 
 
-
 def _fake_trajectories(wrong_rate, n=12):
     pool = EnvPool(lambda env_id: fake_env.FakeSopEnv(max_turns=3))
     specs = group_spec_list(["fake"], "train", 0, n, 1)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import socket
 import threading
 import time
@@ -90,7 +91,31 @@ def _bound_pools(api) -> None:
 
     adapter = getattr(api, "_custom_adapter", None)
     if adapter is not None and hasattr(adapter, "pools"):
-        adapter.pools = RecentlyUsedContainer(_NUM_POOLS, dispose_func=lambda p: p.close())
+        adapter.pools = RecentlyUsedContainer(_NUM_POOLS, dispose_func=_close_idle_connections)
+
+
+def _close_idle_connections(pool) -> None:
+    """An evicted connection pool's disposal: close its idle sockets but leave it open.
+
+    Another thread may have taken the pool from the container just before it was evicted and be
+    about to send its request; ``pool.close()`` made that request fail with urllib3's "Pool is
+    closed" (seen with 32 threads and 4 pools). Here its idle connections are closed and their slots
+    kept, so such a request opens a fresh connection, and the pool, once unreferenced, is collected.
+    """
+    taken = []
+    while True:
+        try:
+            taken.append(pool.pool.get(block=False))
+        except (queue.Empty, AttributeError):  # AttributeError: already closed (pool.pool is None)
+            break
+    for conn in taken:
+        if conn is not None:
+            conn.close()
+    for _ in taken:
+        try:
+            pool.pool.put(None, block=False)
+        except (queue.Full, AttributeError):
+            break
 
 
 @dataclass

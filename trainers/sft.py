@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -118,20 +119,24 @@ def short_context_episodes(tokenizer, trajectories: list[dict[str, Any]], episod
 COPY_LENGTHS = (16, 40)
 
 
-def copy_sequences(
-    tokenizer, count: int, vocab: int, generator: torch.Generator, lengths: tuple[int, int] = COPY_LENGTHS
-) -> list[Episode]:
-    """``count`` copy-pretraining sequences: ``n`` random tokens (``n`` drawn from ``lengths``, inclusive),
-    then the same ``n`` again; the loss is on the repeat's tokens after its first, the only ones a
-    model can predict, and only by copying from ``n`` tokens back (an induction head).
-
-    Tokens are drawn from the first ``vocab`` ids that are not special tokens. A model trained from
-    scratch on the demonstrations alone learns to copy the case's fields, which sit at a fixed offset
-    from the call that uses them, but not the identifiers of tool results, which move with the lengths
-    of the turns between (docs/trainer.md, "Copy pretraining").
-    """
+def copy_token_pool(tokenizer, vocab: int) -> torch.Tensor:
+    """The ids copy sequences draw from: the tokenizer's first ``vocab`` that are not special tokens."""
     special = set(tokenizer.all_special_ids)
-    pool = torch.tensor([i for i in range(len(tokenizer)) if i not in special][:vocab])
+    return torch.tensor([i for i in range(len(tokenizer)) if i not in special][:vocab])
+
+
+def copy_sequences(
+    pool: torch.Tensor, count: int, generator: torch.Generator, lengths: tuple[int, int] = COPY_LENGTHS
+) -> list[Episode]:
+    """``count`` copy-pretraining sequences: ``n`` random tokens of ``pool`` (``copy_token_pool``; ``n``
+    drawn from ``lengths``, inclusive), then the same ``n`` again; the loss is on the repeat's tokens
+    after its first, the only ones a model can predict, and only by copying from ``n`` tokens back (an
+    induction head).
+
+    A model trained from scratch on the demonstrations alone learns to copy the case's fields, which
+    sit at a fixed offset from the call that uses them, but not the identifiers of tool results, which
+    move with the lengths of the turns between (docs/trainer.md, "Copy pretraining").
+    """
     low, high = lengths
     out = []
     for _ in range(count):
@@ -193,6 +198,11 @@ class CopyPretraining:
     mix_sequences: int = 0
     vocab: int = 512
     lengths: tuple[int, int] = COPY_LENGTHS
+
+    @cached_property
+    def pool(self) -> torch.Tensor:
+        """``copy_token_pool`` of ``tokenizer``, built once rather than at every step."""
+        return copy_token_pool(self.tokenizer, self.vocab)
 
     @classmethod
     def from_config(cls, sft_cfg, tokenizer) -> CopyPretraining:
@@ -281,7 +291,7 @@ def train_sft(
         source = short_episodes if stage == "short" else episodes
         extra = copy.batch_sequences if stage == "copy" else copy.mix_sequences
         # Drawn on every rank, so that the ranks' generators stay equal.
-        copies = copy_sequences(copy.tokenizer, extra, copy.vocab, generator, copy.lengths) if extra else []
+        copies = copy_sequences(copy.pool, extra, generator, copy.lengths) if extra else []
         batch = [source[i] for i in picked] + copies if dp.is_main else None
         (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
         stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)

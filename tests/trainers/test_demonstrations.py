@@ -90,7 +90,9 @@ def test_short_context_episode_starts_at_the_case_and_keeps_every_policy_token()
         assert len(short.ids) < len(whole.ids)
 
 
-def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_dir):
+def _staged_sft(short_steps: int, copy=None, whole_steps: int = 0):
+    """``train_sft`` on 6 fake demonstrations (4 per whole step) after ``short_steps`` of 5 short ones;
+    ``copy`` builds its ``CopyPretraining`` from the tokenizer. Returns (episodes, short episodes, history)."""
     import torch
 
     from sopgym.trainers.optimise import StepSettings
@@ -104,8 +106,14 @@ def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_di
     short = short_context_episodes(tok, trajs, episodes)
     history = train_sft(
         tiny_model(tok), episodes, epochs=1, lr=1e-3, batch_episodes=4, settings=StepSettings(loss="sft", row_tokens=4096),
-        backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=3, short_batch_episodes=5,
+        backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=short_steps,
+        short_batch_episodes=5, copy=copy(tok) if copy else None, whole_steps=whole_steps,
     )
+    return episodes, short, history
+
+
+def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_dir):
+    episodes, short, history = _staged_sft(short_steps=3)
     assert [h["short_context"] for h in history] == [1.0, 1.0, 1.0, 0.0, 0.0]
     def within(n, k, eps):
         return k * min(len(e.ids) for e in eps) <= n <= k * max(len(e.ids) for e in eps)
@@ -119,10 +127,10 @@ def test_short_context_stage_runs_first_on_short_episodes_then_the_epochs(tok_di
 def test_copy_sequence_is_a_random_half_then_itself_with_the_loss_on_the_predictable_repeat():
     import torch
 
-    from sopgym.trainers.sft import COPY_LENGTHS, copy_sequences
+    from sopgym.trainers.sft import COPY_LENGTHS, copy_sequences, copy_token_pool
 
     tok = tiny_tokenizer()
-    seqs = copy_sequences(tok, 50, 64, torch.Generator().manual_seed(0))
+    seqs = copy_sequences(copy_token_pool(tok, 64), 50, torch.Generator().manual_seed(0))
     special = set(tok.all_special_ids)
     for ep in seqs:
         n = len(ep.ids) // 2
@@ -132,26 +140,15 @@ def test_copy_sequence_is_a_random_half_then_itself_with_the_loss_on_the_predict
         assert ep.loss_mask == [0] * (n + 1) + [1] * (n - 1) and len(ep.old_logp) == len(ep.ids)
         assert not special & set(ep.ids) and max(ep.ids) < 64 + len(special)
     assert len({tuple(ep.ids) for ep in seqs}) == 50  # drawn, not repeated
-    again = copy_sequences(tok, 50, 64, torch.Generator().manual_seed(0))
+    again = copy_sequences(copy_token_pool(tok, 64), 50, torch.Generator().manual_seed(0))
     assert [ep.ids for ep in again] == [ep.ids for ep in seqs]  # seeded
 
 
 def test_copy_stage_runs_first_and_its_sequences_join_every_later_step(tok_dir):
-    import torch
+    from sopgym.trainers.sft import COPY_LENGTHS, CopyPretraining
 
-    from sopgym.trainers.optimise import StepSettings
-    from sopgym.trainers.sft import COPY_LENGTHS, CopyPretraining, short_context_episodes, train_sft
-
-    from .helpers import tiny_model
-
-    tok = tiny_tokenizer()
-    trajs = _fake_trajectories(wrong_rate=0.0, n=6)
-    episodes, _ = select_demonstrations(tok, trajs, 6, max_context=512)
-    short = short_context_episodes(tok, trajs, episodes)
-    history = train_sft(
-        tiny_model(tok), episodes, epochs=1, lr=1e-3, batch_episodes=4, settings=StepSettings(loss="sft", row_tokens=4096),
-        backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=2, short_batch_episodes=5,
-        copy=CopyPretraining(tok, steps=3, batch_sequences=7, mix_sequences=2, vocab=32), whole_steps=4,
+    episodes, short, history = _staged_sft(
+        short_steps=2, copy=lambda tok: CopyPretraining(tok, steps=3, batch_sequences=7, mix_sequences=2, vocab=32), whole_steps=4
     )
     assert [h["copy_stage"] for h in history] == [1.0] * 3 + [0.0] * 6
     assert [h["short_context"] for h in history] == [0.0] * 3 + [1.0] * 2 + [0.0] * 4
@@ -194,7 +191,7 @@ def test_copy_pretraining_makes_a_tiny_model_copy_unseen_sequences(tok_dir):
     import torch
 
     from sopgym.trainers.optimise import StepSettings
-    from sopgym.trainers.sft import CopyPretraining, copy_sequences, train_sft
+    from sopgym.trainers.sft import CopyPretraining, copy_sequences, copy_token_pool, train_sft
 
     from .helpers import tiny_model
 
@@ -208,7 +205,7 @@ def test_copy_pretraining_makes_a_tiny_model_copy_unseen_sequences(tok_dir):
         model.eval()
         right = total = 0
         with torch.no_grad():
-            for ep in copy_sequences(tok, 16, 256, torch.Generator().manual_seed(123), (8, 16)):
+            for ep in copy_sequences(copy_token_pool(tok, 256), 16, torch.Generator().manual_seed(123), (8, 16)):
                 x = torch.tensor(ep.ids)
                 pred = model(input_ids=x[None]).logits[0, :-1].argmax(-1)
                 m = torch.tensor(ep.loss_mask[1:]).bool()

@@ -14,7 +14,8 @@ episodes (see ``hardening.py`` for the container settings, ``server.py`` for wha
 a dead or hung container stalling an env (typed :class:`SandboxError` subclasses within the call's
 timeout; the container is replaced); agent code passing its own failure off as the infrastructure's
 (it cannot reach the server; a run during which the container ran out of memory is the run's
-result, ``exit_code=-9``, not a :class:`SandboxError`); misuse (a backend driven from two threads at
+result, ``exit_code=-9``, and so is a run that held the container's memory or processes at their
+limit when the server stopped answering, ``timed_out``: not a :class:`SandboxError`); misuse (a backend driven from two threads at
 once, or a forked child stepping its parent's episode) raising
 :class:`~sopgym.sandboxes.base.SandboxMisuse` instead of corrupting a channel. The container only
 ever receives a program's source and the initial state, never a task's answer. What it does not: a
@@ -37,7 +38,7 @@ from ..base import CodeRunner, ExecResult, Outcome, SandboxMisuse, StatefulBacke
 from . import hardening
 from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
 from .image import image_exists, image_tag
-from .pool import ContainerPool, SandboxContainer, connect, oom_during, shared_pool
+from .pool import ContainerPool, ResourceUse, SandboxContainer, connect, memory_events, resource_use, shared_pool
 
 __all__ = ["DockerStatefulBackend", "DockerCodeRunner", "program_source"]
 
@@ -282,13 +283,15 @@ class DockerCodeRunner(CodeRunner):
             if program is not None:
                 body["sha"] = _ensure_program(box, program, 30.0)
             response = box.request(op, timeout_s + self.grace_s, timeout=timeout_s, cap=self.output_cap_bytes, **body)
-        except ChannelTimeout:
-            result = self._out_of_memory(box, started, timed_out=True)  # asked before our own kill
+        except ChannelTimeout as exc:
+            # Asked before our own kill: what the run left the container with, then the daemon's events.
+            use = resource_use(box.client, box.id)
+            result = self._out_of_memory(box, started, timed_out=True, use=use)
             box.kill()
             self.pool.discard(box)
             if result is not None:
                 return result
-            raise
+            raise ChannelTimeout(f"{exc}; the container then held {use or 'no stats (the daemon gave none)'}") from exc
         except SandboxError:
             result = self._out_of_memory(box, started)
             self.pool.discard(box)
@@ -308,18 +311,36 @@ class DockerCodeRunner(CodeRunner):
             self.pool.release(box)
         return ExecResult.from_dict(response)
 
-    def _out_of_memory(self, box: SandboxContainer, since: float, *, timed_out: bool = False) -> ExecResult | None:
-        """The run's own result when the container ran out of memory during it (the agent's doing:
-        nothing else in a runner container grows), else None (an infrastructure failure)."""
-        if not oom_during(box.client, box.id, since):
+    def _out_of_memory(self, box: SandboxContainer, since: float, *, timed_out: bool = False,
+                       use: ResourceUse | None = None) -> ExecResult | None:
+        """The run's own result when the container ran out of memory during it, or (``timed_out``) its
+        server stopped answering while the run held the container's memory or processes at their limit
+        (``use``, sampled at the timeout): the agent's doing, since nothing else in a runner container
+        grows. In the second case the kernel stalls every process there reclaiming, the supervisor and
+        the server included, and may never call its OOM killer (pipe buffers and other kernel memory).
+        None (an infrastructure failure) otherwise, and whenever the daemon saw the container killed,
+        stopped or paused from outside."""
+        seen = memory_events(box.client, box.id, since)
+        if seen == "outside":
             return None
         limit = self.pool.policy.mem_limit
-        log.info("%s ran out of memory during a run: the run's fault, not the infrastructure's", box.name)
+        if seen == "oom":
+            log.info("%s ran out of memory during a run: the run's fault, not the infrastructure's", box.name)
+            return ExecResult(
+                exit_code=None if timed_out else -9,
+                stdout="",
+                stderr=f"MemoryError: the program exhausted the sandbox's memory ({limit}); it was killed and the sandbox reset",
+                timed_out=timed_out,
+            )
+        why = use.exhausted if use is not None else None
+        if why is None:
+            return None
+        log.info("%s stopped answering with its %s: the run's fault, not the infrastructure's", box.name, why)
         return ExecResult(
-            exit_code=None if timed_out else -9,
+            exit_code=None,
             stdout="",
-            stderr=f"MemoryError: the program exhausted the sandbox's memory ({limit}); it was killed and the sandbox reset",
-            timed_out=timed_out,
+            stderr=f"TimeoutError: the program overwhelmed the sandbox ({why}: {use}); it was killed and the sandbox reset",
+            timed_out=True,
         )
 
     def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:

@@ -10,8 +10,10 @@
   ever made that still exists.
 * :func:`destroy` escalates stop -> kill -> remove, each step with its own timeout.
 * :func:`reap` removes containers whose labels say they expired or whose owner process is gone.
-* :func:`oom_during` asks the daemon whether a container hit its memory limit in a time window
-  (how the code runner tells a run that exhausted memory from an infrastructure failure).
+* :func:`memory_events` asks the daemon whether a container hit its memory limit in a time window
+  (how the code runner tells a run that exhausted memory from an infrastructure failure), and
+  :func:`resource_use` samples its memory and processes (how it tells a server that stopped answering
+  because the run filled its container from one that failed on its own).
 
 Fork safety: containers, channels and pools belong to the process that made them. In a forked child
 (``os.fork``, multiprocessing's fork context, ``AsyncVectorEnv``) every inherited channel descriptor
@@ -44,8 +46,8 @@ from . import hardening
 from .channel import Channel
 from .errors import DaemonUnreachable, ImageMissing, SandboxError
 
-__all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "oom_during", "shared_pool", "shutdown",
-           "SESSION_ID"]
+__all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "memory_events", "resource_use",
+           "shared_pool", "shutdown", "SESSION_ID"]
 
 log = logging.getLogger(__name__)
 
@@ -336,14 +338,56 @@ def reap(client=None, *, now: float | None = None, include_own: bool = False) ->
     return removed
 
 
-def oom_during(client, cid: str, since: float, *, settle_s: float = 1.0) -> bool:
-    """Whether the daemon saw container ``cid`` run out of memory since ``since`` (epoch seconds).
+#: Memory use (of the container's limit) from which a container that stops answering is taken to have
+#: been overwhelmed by what runs in it: the kernel is reclaiming and may stall every process in the
+#: cgroup for seconds before its OOM killer acts, or never acts (pipe buffers and other kernel memory).
+MEMORY_PRESSURE = 0.9
 
-    True only when an ``oom`` event came and no ``kill``, ``stop`` or ``pause`` from outside preceded it
-    in the window: a container killed from the host is never put down to memory. The daemon reports
-    events a moment after the kernel, so events are read until ``settle_s`` from now (this runs only
-    after a failure). Any error reaching the daemon counts as "no": an unreachable daemon is an
-    infrastructure failure.
+
+@dataclass(frozen=True)
+class ResourceUse:
+    """One sample of a container's memory and processes (the daemon's stats, cgroup v1 or v2)."""
+
+    memory: int
+    memory_limit: int
+    pids: int
+    pids_limit: int
+
+    @property
+    def exhausted(self) -> str | None:
+        """What is at its limit (memory at ``MEMORY_PRESSURE`` of it or more, processes at it), or None."""
+        if self.memory_limit and self.memory >= MEMORY_PRESSURE * self.memory_limit:
+            return f"memory at {self.memory / self.memory_limit:.0%} of its limit"
+        if self.pids_limit and self.pids >= self.pids_limit:
+            return f"processes at their limit ({self.pids})"
+        return None
+
+    def __str__(self) -> str:
+        return (f"memory {self.memory / 2**20:.0f} MiB of {self.memory_limit / 2**20:.0f} MiB, "
+                f"{self.pids} of {self.pids_limit or 'unlimited'} processes")
+
+
+def resource_use(client, cid: str) -> ResourceUse | None:
+    """The container's memory and process count now (one stats sample), or None when the daemon does
+    not give them (container gone, daemon unreachable: an answer of its own)."""
+    try:
+        stats = client.api.stats(cid, stream=False, one_shot=True)
+        memory, pids = stats.get("memory_stats") or {}, stats.get("pids_stats") or {}
+        return ResourceUse(int(memory["usage"]), int(memory.get("limit") or 0), int(pids.get("current") or 0),
+                           int(pids.get("limit") or 0))
+    except Exception as exc:  # noqa: BLE001 - no sample is the answer
+        log.warning("reading the stats of %s failed: %s", cid[:12], exc)
+        return None
+
+
+def memory_events(client, cid: str, since: float, *, settle_s: float = 1.0) -> str | None:
+    """What the daemon saw happen to container ``cid`` since ``since`` (epoch seconds): ``"oom"`` when
+    it ran out of memory, ``"outside"`` when a ``kill``, ``stop`` or ``pause`` from outside came first
+    (a container acted on from the host is never put down to what ran in it), else None.
+
+    The daemon reports events a moment after the kernel, so events are read until ``settle_s`` from
+    now (this runs only after a failure). Any error reaching the daemon gives None: an unreachable
+    daemon is an infrastructure failure.
     """
     since_ns = int(since * 1e9)
     events = None
@@ -354,15 +398,15 @@ def oom_during(client, cid: str, since: float, *, settle_s: float = 1.0) -> bool
                 continue
             status = event.get("status") or event.get("Action") or ""
             if status in ("kill", "stop", "pause"):
-                return False
+                return "outside"
             if status == "oom":
-                return True
+                return "oom"
     except Exception as exc:  # noqa: BLE001 - the daemon's absence is the answer
         log.warning("reading the events of %s failed: %s", cid[:12], exc)
     finally:
         if events is not None:
             events.close()
-    return False
+    return None
 
 
 class ContainerPool:

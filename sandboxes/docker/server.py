@@ -39,7 +39,8 @@ code that cannot be passed as an argument (NUL bytes, larger than the kernel's a
 reaches the child through a pipe). Agent processes start with ``oom_score_adj=1000`` and nice 19,
 so a memory or CPU bomb hurts them first; the agent can lower its own ``oom_score_adj`` (that needs
 CAP_SYS_RESOURCE to pin, which not every daemon grants), so the host still attributes an OOM during a
-run to the run (``pool.oom_during``). What it does not protect against: kernel exploits
+run to the run (``pool.memory_events``), as it does a server that stops answering while the run holds
+the container's memory or processes at their limit (``pool.resource_use``). What it does not protect against: kernel exploits
 (containment of the host is the container's job, see ``hardening.py``).
 
 Run directly for local tests: ``python3 server.py`` (serve on stdin/stdout; agent code runs as your

@@ -262,3 +262,62 @@ def test_unreachable_daemon_is_a_sandbox_error(docker_client, monkeypatch):
     finally:
         env.close()
     assert info["turn_status"] == "ERROR_SANDBOX" and info["infrastructure_failure"] and truncated, info["messages"][-1]
+
+
+# -- a server that stops answering: the run's when the run filled the container, else the infrastructure's
+# The channel gives up before the server's own deadline (grace_s < 0), as it does when a loaded kernel
+# stalls every process of a container reclaiming memory the run holds (seen in CI with
+# kernel_memory_in_pipes: no answer within timeout + grace, and no OOM event ever came).
+FILL_MEMORY_THEN_SLEEP = (
+    "import sys, time\n"
+    "block = bytearray(465 << 20)\n"
+    "for i in range(0, len(block), 4096):\n"
+    "    block[i] = 1\n"
+    "print('filled', file=sys.stderr, flush=True)\n"
+    "time.sleep(30)\n"
+)
+
+
+@pytest.fixture
+def impatient_runner(make_pool):
+    """A code runner whose channel waits 4 s for a 10 s run: the server 'stops answering' mid-run."""
+    from sopgym.sandboxes.docker import DockerCodeRunner
+
+    runner = DockerCodeRunner(pool=make_pool("runner"), grace_s=-6.0)
+    yield runner
+    runner.close()
+
+
+def test_server_silent_while_the_run_fills_memory_is_the_runs(impatient_runner):
+    result = impatient_runner.run_python(FILL_MEMORY_THEN_SLEEP, timeout_s=10.0)
+    assert result.timed_out and result.exit_code is None, result
+    assert "overwhelmed the sandbox" in result.stderr and "memory at" in result.stderr, result.stderr
+    assert impatient_runner.run_python("print('alive')", timeout_s=10.0).stdout == "alive\n"
+
+
+def test_server_silent_while_the_run_is_small_is_a_sandbox_error(impatient_runner):
+    from sopgym.sandboxes.docker.errors import ChannelTimeout
+
+    with pytest.raises(ChannelTimeout, match=r"no answer to 'run_python'.*the container then held memory \d+ MiB of 512 MiB"):
+        impatient_runner.run_python("import time\ntime.sleep(30)\n", timeout_s=10.0)
+
+
+def test_paused_container_during_a_memory_heavy_run_is_a_sandbox_error(docker_client, impatient_runner):
+    """The host paused the container (nothing the run did): never put down to the run, even with the
+    container's memory at its limit."""
+    from sopgym.sandboxes.docker import hardening
+    from sopgym.sandboxes.docker.errors import ChannelTimeout
+
+    def pause_runners():
+        time.sleep(2.5)
+        for c in session_containers(docker_client, **{hardening.ROLE: "runner", hardening.OWNER_PID: str(os.getpid())}):
+            if c["State"] == "running":
+                docker_client.api.pause(c["Id"])
+
+    pauser = threading.Thread(target=pause_runners)
+    pauser.start()
+    try:
+        with pytest.raises(ChannelTimeout, match="memory at|memory"):
+            impatient_runner.run_python(FILL_MEMORY_THEN_SLEEP, timeout_s=10.0)
+    finally:
+        pauser.join()

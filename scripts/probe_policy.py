@@ -69,7 +69,7 @@ def main() -> None:
     from sopgym.trainers.modeling import load_model, load_tokenizer
     from sopgym.trainers.policy.hf import HFPolicy
     from sopgym.trainers.rollout import EnvPool, collect, group_spec_list, gym_env_factory
-    from sopgym.trainers.sft import collect_trajectories, default_oracle
+    from sopgym.trainers.sft import as_shown, collect_trajectories, default_oracle
 
     ckpt = checkpoint.load(args.run_dir)
     if ckpt is None:
@@ -87,7 +87,7 @@ def main() -> None:
     finally:
         pool.close()
     misses: list = []
-    stats = teacher_forced(model, tokenizer, trajectories, misses)
+    stats = teacher_forced(model, tokenizer, as_shown(trajectories, cfg.model.system_turn), misses)
     print(f"teacher-forced on {args.tasks} held-out oracle episodes: " + ", ".join(f"{k} {v:.3f}" for k, v in stats.items()))
     for _, context, expected, predicted in misses[: args.misses]:
         print(f"  ...{context!r}: expected {expected!r}, predicted {predicted!r}")
@@ -101,6 +101,7 @@ def main() -> None:
             episodes = collect(
                 pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.show, 1), HFPolicy(model, tokenizer),
                 tokenizer, max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context, temperature=0.0,
+                system_turn=cfg.model.system_turn,
             )
         finally:
             pool.close()

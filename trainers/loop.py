@@ -54,6 +54,7 @@ from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_fac
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import (
     CopyPretraining,
+    as_shown,
     collect_trajectories,
     default_oracle,
     demonstration_specs,
@@ -392,7 +393,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         sft_episodes = short_episodes = None
         if dp.is_main:
             sft_episodes, demo_stats = select_demonstrations(
-                run.tokenizer, trajectories, cfg.sft.num_episodes, cfg.env.max_context, cfg.sft.only_successful
+                run.tokenizer, as_shown(trajectories, cfg.model.system_turn), cfg.sft.num_episodes, cfg.env.max_context,
+                cfg.sft.only_successful,
             )
             if cfg.sft.short_context_steps:  # the same demonstrations, from the case on
                 short_episodes = short_context_episodes(run.tokenizer, trajectories, sft_episodes)
@@ -512,6 +514,7 @@ def rl_step(run: Run) -> dict[str, float]:
             max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
             temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
             require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
+            system_turn=cfg.model.system_turn,
         )
     run.cursor += cfg.rollout.batch_size
     rollout_s = time.perf_counter() - t0
@@ -594,6 +597,7 @@ def evaluate(run: Run, step: int) -> dict[str, float]:
         run.pool, specs, run.policy, run.tokenizer,
         max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
         temperature=cfg.rollout.eval_temperature, top_p=1.0, generator=torch.Generator().manual_seed(0),
+        system_turn=cfg.model.system_turn,
     )
     val = eval_metrics(episodes)
     run.val_curve.append((step, val["val/task_success_rate"], val["val/reward/mean"]))

@@ -78,15 +78,20 @@ class TokenAgent:
         policy: ``generate(prompts, max_new_tokens, temperature=, top_p=, generator=) -> [Sample]``.
         tokenizer: the chat-template tokenizer of the episodes.
         require_training_allowed: refuse tasks whose licence forbids training, unless ``allow_restricted``.
+        system_turn: ``keep`` (the env's first messages as they are) or ``drop`` (without the system
+            message and the tool schemas: the episode starts at the case; ``model.system_turn``).
     """
 
     def __init__(self, policy, tokenizer, *, max_new_tokens: int, max_context: int, temperature: float,
                  top_p: float = 1.0, generator: torch.Generator | None = None,
-                 require_training_allowed: bool = False, allow_restricted: bool = False):
+                 require_training_allowed: bool = False, allow_restricted: bool = False, system_turn: str = "keep"):
+        if system_turn not in ("keep", "drop"):
+            raise ValueError(f"system_turn: expected 'keep' or 'drop', got {system_turn!r}")
         self.policy, self.tokenizer = policy, tokenizer
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.temperature, self.top_p, self.generator = temperature, top_p, generator
         self.require_training_allowed, self.allow_restricted = require_training_allowed, allow_restricted
+        self.system_turn = system_turn
         self._running: dict[int, tuple[Episode, EpisodeBuilder]] = {}
         self.finished: dict[int, Episode] = {}
         """Finished episodes by spec index."""
@@ -94,8 +99,11 @@ class TokenAgent:
     def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
         if self.require_training_allowed:
             check_training_allowed(spec.env_id, info, self.allow_restricted)
+        messages, tools = [dict(m) for m in info["messages"]], info.get("tools")
+        if self.system_turn == "drop":
+            messages, tools = [m for m in messages if m["role"] != "system"], None
         ep = Episode(task_id=str(info.get("task_id")), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
-                     messages=[dict(m) for m in info["messages"]], tools=info.get("tools"))
+                     messages=messages, tools=tools)
         self._running[slot] = (ep, EpisodeBuilder(self.tokenizer, ep))
 
     def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
@@ -140,6 +148,7 @@ def collect(
     generator: torch.Generator | None = None,
     require_training_allowed: bool = False,
     allow_restricted: bool = False,
+    system_turn: str = "keep",
 ) -> list[Episode]:
     """Run every spec to the end of its episode (all at once, one batched generate per turn).
 
@@ -153,7 +162,7 @@ def collect(
     agent = TokenAgent(
         policy, tokenizer, max_new_tokens=max_new_tokens, max_context=max_context, temperature=temperature,
         top_p=top_p, generator=generator, require_training_allowed=require_training_allowed,
-        allow_restricted=allow_restricted,
+        allow_restricted=allow_restricted, system_turn=system_turn,
     )
     run_episodes(specs, agent, pool)
     return [agent.finished[i] for i in range(len(specs))]

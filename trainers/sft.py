@@ -102,6 +102,14 @@ def without_system_messages(trajectory: dict[str, Any]) -> dict[str, Any]:
     return {**trajectory, "messages": [m for m in trajectory["messages"] if m["role"] != "system"], "tools": None}
 
 
+def as_shown(trajectories: list[dict[str, Any]], system_turn: str) -> list[dict[str, Any]]:
+    """The demonstrations as the model is shown its episodes (``model.system_turn``): as they are
+    (``keep``), or ``without_system_messages`` (``drop``)."""
+    if system_turn not in ("keep", "drop"):
+        raise ValueError(f"system_turn: expected 'keep' or 'drop', got {system_turn!r}")
+    return trajectories if system_turn == "keep" else [without_system_messages(t) for t in trajectories]
+
+
 def without_system_turn(tokenizer, trajectory: dict[str, Any]) -> Episode:
     """The short-context curriculum's episode of a demonstration (``without_system_messages``); loss
     mask as in ``episode_from_messages``."""

@@ -430,6 +430,7 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             run.optimizer.load_state_dict(ckpt["optimizer"])
             checkpoint.restore_rng(ckpt["rng"], run.generator)
         run.scheduler.load_state_dict(ckpt["scheduler"])
+        _apply_optimiser_config(run)
         run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
         run.result.val_before = ckpt.get("val_before", {})
         run.val_curve = ckpt.get("val_curve", [])
@@ -437,6 +438,17 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     if ckpt is None and cfg.eval_num_tasks and dp.is_main:
         run.result.val_before = evaluate(run, 0)
         print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
+
+
+def _apply_optimiser_config(run: Run) -> None:
+    """After a resume, the config's optimiser settings over the checkpoint's: the saved optimiser and
+    schedule hold the learning rate, betas and weight decay they were made with, so a resume allowed
+    to change ``optim.lr`` (``allow_config_change``) would otherwise go on at the old one."""
+    optim = run.cfg.optim
+    run.scheduler.base_lrs = [optim.lr for _ in run.optimizer.param_groups]
+    for group, lr_lambda in zip(run.optimizer.param_groups, run.scheduler.lr_lambdas):
+        group.update(initial_lr=optim.lr, lr=optim.lr * lr_lambda(run.scheduler.last_epoch),
+                     betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None) -> RolloutEngine:

@@ -151,6 +151,15 @@ def test_resume_refuses_a_changed_config_naming_the_keys(tmp_path, tok_dir):
     assert len(forced.history) == 3
 
 
+def test_resume_allowed_to_change_the_learning_rate_trains_at_the_new_one(tmp_path, tok_dir):
+    """The checkpoint's optimiser and schedule hold the old learning rate: the config's must win."""
+    train(_cfg(tmp_path, tok_dir, "steps=1", "optim.lr=1e-4", "optim.warmup_steps=4"), make_env=_env())
+    resumed = train(_cfg(tmp_path, tok_dir, "steps=3", "optim.lr=1e-3", "optim.warmup_steps=4"), make_env=_env(),
+                    allow_config_change=True)
+    lrs = [h["train/lr"] for h in resumed.history]
+    assert lrs == pytest.approx([1e-4 * 1 / 4, 1e-3 * 2 / 4, 1e-3 * 3 / 4]), lrs
+
+
 def test_train_command_exits_2_on_a_changed_config(tmp_path, tok_dir, capsys):
     from sopgym.trainers.train_command import main
 

@@ -72,3 +72,18 @@ def test_demonstrations_are_shown_as_the_rollouts_are():
     assert demo.ids == rollout.ids and demo.loss_mask == rollout.loss_mask
     with pytest.raises(ValueError, match="expected 'keep' or 'drop'"):
         as_shown([trajectory], "hide")
+
+
+def test_system_turn_benchmark_runs_and_prints_its_ratios(capsys):
+    """benchmarks/system_turn.py --quick: every figure printed against its baseline (no speed asserted)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "system_turn.py"
+    spec = importlib.util.spec_from_file_location("system_turn_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "tokens per episode: keep" in out and "the system turn is" in out, out
+    assert out.count("(baseline)") == 3 and out.count("x faster)") == 2, out

@@ -381,32 +381,35 @@ def resource_use(client, cid: str) -> ResourceUse | None:
 
 
 def memory_events(client, cid: str, since: float, *, settle_s: float = 1.0) -> str | None:
-    """What the daemon saw happen to container ``cid`` since ``since`` (epoch seconds): ``"oom"`` when
-    it ran out of memory, ``"outside"`` when a ``kill``, ``stop`` or ``pause`` from outside came first
-    (a container acted on from the host is never put down to what ran in it), else None.
+    """What the daemon saw happen to container ``cid`` since ``since`` (epoch seconds): ``"outside"``
+    when a ``kill``, ``stop`` or ``pause`` came from outside anywhere in the window, else ``"oom"``
+    when it ran out of memory, else None. A container acted on from the host is never put down to what
+    ran in it, whichever event the daemon reported first: it reports ``kill`` only once the signal is
+    delivered, and under cgroup v1 the dying container's memory cgroup can report an ``oom`` before
+    that (seen in a CI rehearsal under load: a container killed from the host during ``sleep`` was
+    scored as the run's memory exhaustion).
 
     The daemon reports events a moment after the kernel, so events are read until ``settle_s`` from
-    now (this runs only after a failure). Any error reaching the daemon gives None: an unreachable
-    daemon is an infrastructure failure.
+    now (this runs only after a failure, and before the caller's own kill of the container). Any error
+    reaching the daemon gives None: an unreachable daemon is an infrastructure failure.
     """
     since_ns = int(since * 1e9)
+    seen: set[str] = set()
     events = None
     try:
         events = client.api.events(since=since, until=time.time() + settle_s, filters={"container": cid}, decode=True)
         for event in events:
-            if int(event.get("timeNano", since_ns)) < since_ns:
-                continue
-            status = event.get("status") or event.get("Action") or ""
-            if status in ("kill", "stop", "pause"):
-                return "outside"
-            if status == "oom":
-                return "oom"
+            if int(event.get("timeNano", since_ns)) >= since_ns:
+                seen.add(event.get("status") or event.get("Action") or "")
     except Exception as exc:  # noqa: BLE001 - the daemon's absence is the answer
         log.warning("reading the events of %s failed: %s", cid[:12], exc)
+        return None
     finally:
         if events is not None:
             events.close()
-    return None
+    if seen & {"kill", "stop", "pause"}:
+        return "outside"
+    return "oom" if "oom" in seen else None
 
 
 class ContainerPool:

@@ -1,7 +1,7 @@
 """What ``model.system_turn: drop`` saves: the same episodes with the system turn (baseline) and without.
 
-For oracle episodes of one authored domain, tokenised with the CPU demo's tokenizer (offline BPE,
-digits split) and trained on by the CPU demo's model (a 3-layer Llama from scratch, ``sdpa_varlen``),
+For oracle episodes of one authored domain, tokenised with the CPU demo's tokenizer settings (offline
+BPE, digits split) and trained on by the CPU demo's model (``configs/demo-cpu.yaml``'s ``model``),
 the script prints, keep vs drop, as ratios against keep measured in the same run:
 
 * tokens per episode and the share of them that are the system turn;
@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
+
+DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml"
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--domain", default="sopgym/WarehouseReceiving-v0")
     p.add_argument("--episodes", type=int, default=64)
-    p.add_argument("--batch-episodes", type=int, default=8, help="episodes per optimiser step (the demo's SFT)")
+    p.add_argument("--config", default=str(DEMO), help="the run config whose model, tokenizer and SFT batch are used")
     p.add_argument("--prompts", type=int, default=32, help="first-turn prompts per generate call")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
@@ -42,7 +45,7 @@ def main(argv=None) -> None:
     import gymnasium
 
     import sopgym  # noqa: F401  (registers the envs)
-    from sopgym.trainers.config import ModelConfig
+    from sopgym.trainers.config import load_config
     from sopgym.trainers.modeling import LogProbModel, load_model
     from sopgym.trainers.optimise import StepSettings, accumulate_gradients
     from sopgym.trainers.policy.hf import HFPolicy
@@ -61,9 +64,9 @@ def main(argv=None) -> None:
         trajectories = collect_trajectories(pool, group_spec_list([args.domain], "train", 0, args.episodes, 1), default_oracle)
     finally:
         pool.close()
-    tok = build_bpe_tokenizer(trajectory_texts(trajectories), 2048, split_digits=True)
-    cfg = ModelConfig(tokenizer="bpe", bpe_split_digits=True, scratch_hidden_size=128, scratch_num_layers=3,
-                      scratch_num_heads=4, scratch_intermediate_size=256, attention="sdpa_varlen")
+    run = load_config(args.config)
+    cfg, batch_episodes = run.model, run.sft.batch_episodes
+    tok = build_bpe_tokenizer(trajectory_texts(trajectories), cfg.bpe_vocab_size, split_digits=cfg.bpe_split_digits)
     lm = load_model(cfg, tok, "sdpa_varlen", torch.device("cpu"), seed=0)
     model = LogProbModel(lm)
     episodes, prompts = {}, {}
@@ -74,7 +77,8 @@ def main(argv=None) -> None:
     keep_len = [len(ep.ids) for ep in episodes["keep"]]
     drop_len = [len(ep.ids) for ep in episodes["drop"]]
     mean_keep, mean_drop = sum(keep_len) / len(keep_len), sum(drop_len) / len(drop_len)
-    print(f"{args.domain}, {len(keep_len)} oracle episodes, vocab {len(tok)}, digits split; the demo's 3-layer model, sdpa_varlen, "
+    print(f"{args.domain}, {len(keep_len)} oracle episodes, vocab {len(tok)}, digits split: {cfg.bpe_split_digits}; "
+          f"{args.config}'s model ({cfg.scratch_num_layers} layers, hidden {cfg.scratch_hidden_size}), sdpa_varlen, "
           f"{torch.get_num_threads()} threads")
     print(f"tokens per episode: keep {mean_keep:,.0f} (baseline), drop {mean_drop:,.0f} ({mean_drop / mean_keep:.3f}x; "
           f"the system turn is {1 - mean_drop / mean_keep:.1%} of an episode)")
@@ -84,9 +88,9 @@ def main(argv=None) -> None:
     def update_seconds(view: str) -> float:
         eps = episodes[view]
         t0 = time.perf_counter()
-        for start in range(0, len(eps), args.batch_episodes):
+        for start in range(0, len(eps), batch_episodes):
             model.zero_grad(set_to_none=True)
-            accumulate_gradients(model, None, eps[start : start + args.batch_episodes], settings, "sdpa_varlen")
+            accumulate_gradients(model, None, eps[start : start + batch_episodes], settings, "sdpa_varlen")
         return (time.perf_counter() - t0) / len(eps)
 
     policy = HFPolicy(lm, tok)

@@ -27,8 +27,7 @@ class Events:
 
 
 class Stream(list):
-    def __init__(self, items):
-        super().__init__(items)
+    """What ``api.events`` returns: iterable, and closed after reading."""
 
     def close(self):
         pass

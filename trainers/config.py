@@ -34,6 +34,7 @@ ATTENTION = ("auto", "flash_varlen", "torch_varlen", "sdpa_varlen", "sdpa", "eag
 """``auto`` plus ``attention.BACKENDS`` (tested)."""
 FLASH_ATTENTION = ("flash_varlen", "torch_varlen")
 SYSTEM_TURNS = ("keep", "drop")
+"""Must equal ``episodes.SYSTEM_TURNS`` (tested)."""
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 WORKER_BACKENDS = ("inprocess", "ray")
 """Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""

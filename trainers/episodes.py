@@ -104,6 +104,31 @@ def _end_of_turn_ids(tokenizer, model) -> frozenset[int]:
     return frozenset(ids)
 
 
+SYSTEM_TURNS = ("keep", "drop")
+"""What the model is shown of an env's system turn (``model.system_turn``); must equal config's (tested)."""
+
+
+def check_system_turn(system_turn: str) -> None:
+    """Raise ``ValueError`` unless ``system_turn`` is one of ``SYSTEM_TURNS``."""
+    if system_turn not in SYSTEM_TURNS:
+        raise ValueError(f"system_turn: expected 'keep' or 'drop', got {system_turn!r}")
+
+
+def shown_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+               system_turn: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """A chat's first messages and tool schemas as the model is shown them: as they are (``keep``), or
+    without the system message and the tool schemas, which the chat template renders into the system
+    turn (``drop``: the chat starts at the case). The messages are copies.
+
+    Raises:
+        ValueError: ``system_turn`` is neither.
+    """
+    check_system_turn(system_turn)
+    if system_turn == "drop":
+        return [dict(m) for m in messages if m["role"] != "system"], None
+    return [dict(m) for m in messages], tools
+
+
 class TemplatePrefixError(RuntimeError):
     """The chat template rendered an earlier part of the chat differently once more messages were added."""
 

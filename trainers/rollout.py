@@ -18,7 +18,7 @@ import torch
 from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
 from sopgym.status import TOOL_FAILURE_VALUES
 
-from .episodes import Episode, EpisodeBuilder
+from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat
 
 __all__ = ["TrainingNotAllowed", "TokenAgent", "EnvPool", "EpisodeSpec", "collect", "finish_episode",
            "group_spec_list", "gym_env_factory", "make_env_pool"]
@@ -85,8 +85,7 @@ class TokenAgent:
     def __init__(self, policy, tokenizer, *, max_new_tokens: int, max_context: int, temperature: float,
                  top_p: float = 1.0, generator: torch.Generator | None = None,
                  require_training_allowed: bool = False, allow_restricted: bool = False, system_turn: str = "keep"):
-        if system_turn not in ("keep", "drop"):
-            raise ValueError(f"system_turn: expected 'keep' or 'drop', got {system_turn!r}")
+        check_system_turn(system_turn)
         self.policy, self.tokenizer = policy, tokenizer
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.temperature, self.top_p, self.generator = temperature, top_p, generator
@@ -99,9 +98,7 @@ class TokenAgent:
     def start(self, slot: int, spec: EpisodeSpec, observation: str, info: dict[str, Any]) -> None:
         if self.require_training_allowed:
             check_training_allowed(spec.env_id, info, self.allow_restricted)
-        messages, tools = [dict(m) for m in info["messages"]], info.get("tools")
-        if self.system_turn == "drop":
-            messages, tools = [m for m in messages if m["role"] != "system"], None
+        messages, tools = shown_chat(info["messages"], info.get("tools"), self.system_turn)
         ep = Episode(task_id=str(info.get("task_id")), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
                      messages=messages, tools=tools)
         self._running[slot] = (ep, EpisodeBuilder(self.tokenizer, ep))

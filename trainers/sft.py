@@ -17,7 +17,7 @@ import torch
 from sopgym.evaluation.runner import PolicyAgent, run_episodes
 
 from .distributed import DataParallel
-from .episodes import Episode, EpisodeBuilder
+from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat
 from .optimise import ONE_PROCESS, StepSettings, optimiser_step, scatter_episodes
 from .rollout import EnvPool, EpisodeSpec, check_training_allowed, group_spec_list
 
@@ -99,14 +99,14 @@ def demonstration_specs(env_ids: list[str], split: str, seed: int, num_episodes:
 def without_system_messages(trajectory: dict[str, Any]) -> dict[str, Any]:
     """``trajectory`` without its system message and tool schemas (which the chat template renders
     into the system turn): the chat starts at the case."""
-    return {**trajectory, "messages": [m for m in trajectory["messages"] if m["role"] != "system"], "tools": None}
+    messages, tools = shown_chat(trajectory["messages"], trajectory["tools"], "drop")
+    return {**trajectory, "messages": messages, "tools": tools}
 
 
 def as_shown(trajectories: list[dict[str, Any]], system_turn: str) -> list[dict[str, Any]]:
     """The demonstrations as the model is shown its episodes (``model.system_turn``): as they are
     (``keep``), or ``without_system_messages`` (``drop``)."""
-    if system_turn not in ("keep", "drop"):
-        raise ValueError(f"system_turn: expected 'keep' or 'drop', got {system_turn!r}")
+    check_system_turn(system_turn)
     return trajectories if system_turn == "keep" else [without_system_messages(t) for t in trajectories]
 
 

@@ -286,20 +286,20 @@ class DockerCodeRunner(CodeRunner):
         except ChannelTimeout as exc:
             # Asked before our own kill: what the run left the container with, then the daemon's events.
             use = resource_use(box.client, box.id)
-            result = self._out_of_memory(box, started, timed_out=True, use=use)
+            result = self._exhausted_by_the_run(box, started, timed_out=True, use=use)
             box.kill()
             self.pool.discard(box)
             if result is not None:
                 return result
             raise ChannelTimeout(f"{exc}; the container then held {use or 'no stats (the daemon gave none)'}") from exc
         except SandboxError:
-            result = self._out_of_memory(box, started)
+            result = self._exhausted_by_the_run(box, started)
             self.pool.discard(box)
             if result is not None:
                 return result
             raise
         if not response["ok"]:
-            result = self._out_of_memory(box, started)
+            result = self._exhausted_by_the_run(box, started)
             self.pool.discard(box)
             if result is not None:
                 return result
@@ -311,7 +311,7 @@ class DockerCodeRunner(CodeRunner):
             self.pool.release(box)
         return ExecResult.from_dict(response)
 
-    def _out_of_memory(self, box: SandboxContainer, since: float, *, timed_out: bool = False,
+    def _exhausted_by_the_run(self, box: SandboxContainer, since: float, *, timed_out: bool = False,
                        use: ResourceUse | None = None) -> ExecResult | None:
         """The run's own result when the container ran out of memory during it, or (``timed_out``) its
         server stopped answering while the run held the container's memory or processes at their limit

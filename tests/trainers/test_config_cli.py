@@ -140,7 +140,7 @@ def test_cli_print_config(capsys):
 
 def test_config_names_equal_the_registries():
     """The config's choices are the registries' keys: a new estimator cannot be added to one and not the other."""
-    from sopgym.trainers import advantages, attention, config, losses
+    from sopgym.trainers import advantages, attention, config, episodes, losses
 
     assert set(config.ADVANTAGES) == set(advantages.ADVANTAGES)
     assert set(config.LOSSES) == set(losses.LOSSES)
@@ -149,6 +149,7 @@ def test_config_names_equal_the_registries():
     assert set(config.KL_ESTIMATORS) == set(losses.KL_ESTIMATORS)
     assert set(config.ATTENTION) == {"auto", *attention.BACKENDS}
     assert set(config.FLASH_ATTENTION) == set(attention.CUDA_BACKENDS)
+    assert set(config.SYSTEM_TURNS) == set(episodes.SYSTEM_TURNS)
 
 
 def test_step_settings_come_from_the_config_in_one_place():

@@ -97,7 +97,7 @@ def main(argv=None):
     p.add_argument("--only", choices=("all", "train", "rollout"), default="all")
     p.add_argument("--device", default="cpu", help="cpu or cuda (the rollout part)")
     p.add_argument("--compare-with", default=None, metavar="CHECKOUT",
-                   help="also time the sampler (trainers/policy/hf.py) of another checkout, alternating with this one")
+                   help="also time the sampler (sopgym/trainers/policy/hf.py) of another checkout, alternating with this one")
     args = p.parse_args(argv)
     if args.quick:
         args.per_domain, args.repeats, args.rollout_prompts, args.rollout_tokens = 2, 1, 4, 8
@@ -140,7 +140,7 @@ def train_part(args, tok, episodes, model, longest):
 
 
 def _sampler_class(checkout: str | None):
-    """``HFPolicy`` of this tree, or of another checkout's ``trainers/policy/hf.py`` (``--compare-with``:
+    """``HFPolicy`` of this tree, or of another checkout's ``sopgym/trainers/policy/hf.py`` (``--compare-with``:
     the sampler before a change, loaded side by side so both run in the same process and load)."""
     if checkout is None:
         from sopgym.trainers.policy.hf import HFPolicy
@@ -149,7 +149,9 @@ def _sampler_class(checkout: str | None):
     import importlib.util
     from pathlib import Path
 
-    path = Path(checkout) / "trainers" / "policy" / "hf.py"
+    path = Path(checkout) / "sopgym" / "trainers" / "policy" / "hf.py"
+    if not path.exists():  # a checkout from before the folders moved under sopgym/
+        path = Path(checkout) / "trainers" / "policy" / "hf.py"
     spec = importlib.util.spec_from_file_location("sopgym.trainers.policy.sampler_before", path)
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "sopgym.trainers.policy"  # its relative imports resolve to this tree's package

@@ -28,15 +28,15 @@ _ADAPTERS = ("sopgym.integrations",)
 
 
 @pytest.mark.parametrize("folder,forbidden", [
-    ("sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch", "sopgym.agents") + _ADAPTERS),
-    ("envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring", "sopgym.agents") + _ADAPTERS),
-    ("trainers", ("sopgym.agents",)),
-    ("sop_tasks", ("sopgym.agents",)),
+    ("sopgym/sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch", "sopgym.agents") + _ADAPTERS),
+    ("sopgym/envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring", "sopgym.agents") + _ADAPTERS),
+    ("sopgym/trainers", ("sopgym.agents",)),
+    ("sopgym/sop_tasks", ("sopgym.agents",)),
     # Task sources sit below the envs: a pack that imported an env (or the tools that run envs) would
     # bring back the import cycle that lazy imports used to paper over.
     ("sop_tasks", _ABOVE_TASKS + ("gymnasium",) + _ADAPTERS),
     ("sopgym/evaluation", ("sopgym.envs.reward",)),
-    ("trainers", ("sopgym.sandboxes",) + _ADAPTERS),
+    ("sopgym/trainers", ("sopgym.sandboxes",) + _ADAPTERS),
 ])
 def test_module_never_imports(folder, forbidden):
     bad = sorted((f, m) for f, m in _imports(folder) if any(m == x or m.startswith(x + ".") for x in forbidden))
@@ -70,7 +70,7 @@ def test_import_and_make_need_only_gymnasium_and_numpy():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("folder", ["envs", "sandboxes", "sop_tasks", "trainers", "sopgym", "tests", "benchmarks"])
+@pytest.mark.parametrize("folder", ["sopgym", "tests", "benchmarks", "scripts"])
 def test_code_imports_the_sopgym_root_never_a_bare_top_level_folder(folder):
     bare = ("envs", "sandboxes", "sop_tasks", "trainers")
     bad = sorted((f, m) for f, m in _imports(folder) if any(m == b or m.startswith(b + ".") for b in bare))
@@ -79,7 +79,7 @@ def test_code_imports_the_sopgym_root_never_a_bare_top_level_folder(folder):
 
 def test_sopgym_envs_imports_from_a_plain_checkout_without_installing():
     """With only the repository root on the path (no editable-install hook: ``-S`` skips .pth files),
-    plain Python finds ``sopgym.envs`` etc. in the checkout; static tools follow the same links."""
+    plain Python finds ``sopgym.envs`` etc. at their one real path in the checkout."""
     import sysconfig
 
     code = (
@@ -93,8 +93,49 @@ def test_sopgym_envs_imports_from_a_plain_checkout_without_installing():
                          cwd=str(REPO), env={"PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(REPO / "sopgym" / "envs" / "__init__.py")
-    for folder in ("envs", "sandboxes", "sop_tasks", "trainers"):
-        assert (REPO / "sopgym" / folder).resolve() == (REPO / folder).resolve()
+
+
+@pytest.mark.parametrize("folder", ["envs", "sandboxes", "sop_tasks", "trainers"])
+def test_the_design_card_names_at_the_root_are_links_into_the_package(folder):
+    link = REPO / folder
+    assert link.is_symlink(), f"{folder}/ at the root: expected a link to sopgym/{folder}, found a real folder"
+    assert link.resolve() == (REPO / "sopgym" / folder).resolve()
+    assert not (REPO / "sopgym" / folder).is_symlink(), f"sopgym/{folder} must be the real folder"
+
+
+def _every_sopgym_module():
+    root = REPO / "sopgym"
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "__main__.py" or "docker_context" in path.parts:
+            continue
+        parts = path.relative_to(REPO).with_suffix("").parts
+        yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+def test_every_sopgym_module_reports_its_real_path():
+    """``m.__file__`` is the file at its one real location (no link on the way), for every module the
+    package has, so tracebacks, coverage and the docs name the same path. Imported in a fresh
+    interpreter; a module whose optional dependency is missing is checked through its spec instead."""
+    code = (
+        "import importlib, importlib.util, json, sys\n"
+        "out = {}\n"
+        "for name in json.loads(sys.argv[1]):\n"
+        "    try:\n"
+        "        out[name] = importlib.import_module(name).__file__\n"
+        "    except ImportError:\n"
+        "        out[name] = importlib.util.find_spec(name).origin\n"
+        "print(json.dumps(out))\n"
+    )
+    import json
+
+    modules = dict(_every_sopgym_module())
+    assert len(modules) > 100
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(sorted(modules))], capture_output=True, text=True,
+                         timeout=600, cwd=str(REPO))
+    assert out.returncode == 0, out.stderr[-3000:]
+    reported = json.loads(out.stdout.strip().splitlines()[-1])
+    wrong = {name: f for name, f in reported.items() if f != str(modules[name]) or f != str(Path(f).resolve())}
+    assert wrong == {}, "modules reported at another path than their real one"
 
 
 def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():

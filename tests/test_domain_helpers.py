@@ -1,4 +1,4 @@
-"""The helpers every domain pack is written with: sop_tasks/toolkit.py, sop_tasks/generation.py, pack.expect.
+"""The helpers every domain pack is written with: sopgym/sop_tasks/toolkit.py, sopgym/sop_tasks/generation.py, pack.expect.
 
 The pack-wide checks (layout, hashes, oracle) are in tests/test_domains.py.
 """

@@ -1,4 +1,4 @@
-"""Every SOPEnv constructor argument is checked at ``gymnasium.make`` (envs/env_kwargs.py), and
+"""Every SOPEnv constructor argument is checked at ``gymnasium.make`` (sopgym/envs/env_kwargs.py), and
 ``code_runner="inprocess"`` warns that it is for trusted code only."""
 
 from __future__ import annotations

@@ -72,6 +72,17 @@ def test_installed_package_registers_and_runs_every_authored_env(installed):
     assert out.stdout.split() == AUTHORED_ENV_IDS
 
 
+def test_the_wheel_holds_each_module_once_at_its_real_path(installed):
+    """Every ``.py`` under ``sopgym/`` in the checkout is in the installed tree exactly once, at the
+    same relative path, and the installed tree has no module the checkout lacks."""
+    def modules(root):
+        return sorted(str(p.relative_to(root)) for p in (root / "sopgym").rglob("*.py") if "__pycache__" not in p.parts)
+
+    installed_modules, source_modules = modules(installed), modules(REPO)
+    assert len(installed_modules) == len(set(installed_modules))
+    assert installed_modules == source_modules
+
+
 def test_the_all_extra_that_ci_installs_holds_every_optional_dependency_the_tests_run():
     import configparser
 

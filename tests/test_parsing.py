@@ -1,4 +1,4 @@
-"""Reply parsing (envs/parsing.py)."""
+"""Reply parsing (sopgym/envs/parsing.py)."""
 
 import datetime as dt
 import decimal

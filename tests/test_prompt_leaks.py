@@ -131,9 +131,9 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
 
 # Modules whose output is a model's input (prompt text, chat-template input, request bodies, tool messages).
 PROMPT_BUILDERS = [
-    "envs/rendering.py", "sop_tasks/pack.py", "sopgym/sopbench/prompts.py", "trainers/episodes.py",
+    "sopgym/envs/rendering.py", "sopgym/sop_tasks/pack.py", "sopgym/sopbench/prompts.py", "sopgym/trainers/episodes.py",
     "sopgym/agents/chat.py", "sopgym/agents/tool_prompt.py", "sopgym/agents/openai_chat.py", "sopgym/agents/hf_local.py",
-    "trainers/policy/hf.py", "trainers/rollout.py", "trainers/sft.py",
+    "sopgym/trainers/policy/hf.py", "sopgym/trainers/rollout.py", "sopgym/trainers/sft.py",
 ]
 BOOKKEEPING_ONLY = {"difficulty", "meta", "expected", "expected_state", "answer"}
 
@@ -156,7 +156,7 @@ def test_prompt_builders_never_read_bookkeeping_only_keys(module):
     reads the keys that must never reach a model (``pack.py``: only ``user_message`` and ``system``
     presentation functions are prompt builders, so only they are checked there)."""
     tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
-    if module == "sop_tasks/pack.py":
+    if module == "sopgym/sop_tasks/pack.py":
         tree = ast.Module(body=[n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in ("user_message", "submit_spec")],
                           type_ignores=[])
         assert tree.body, "DomainPack.user_message not found"

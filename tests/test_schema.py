@@ -1,4 +1,4 @@
-"""JSON Schema validation and coercion (sandboxes/schema.py)."""
+"""JSON Schema validation and coercion (sopgym/sandboxes/schema.py)."""
 
 import pytest
 

@@ -17,7 +17,7 @@ the next: memory dies with the fork, the worker's folder is put back (details in
 :meth:`ToolRunner.new_episode` ends the current episode; calls before the next one run in the same
 manager (as upstream keeps one manager across a task's calls).
 
-pandas: SOP-Bench declares ``pandas>=2.0.0``. The sandbox image pins it (sandboxes/docker/
+pandas: SOP-Bench declares ``pandas>=2.0.0``. The sandbox image pins it (sopgym/sandboxes/docker/
 requirements.txt); the unsandboxed runners use this interpreter's. Every runner checks its pandas is
 inside upstream's range and reports the version (:attr:`ToolRunner.pandas_version`); envs put it in
 ``info["sopbench"]`` and recordings store it (a change is drift).
@@ -93,10 +93,10 @@ def host_pandas_version() -> str | None:
 
 
 def image_pandas_version() -> str:
-    """The pandas version the sandbox image pins (``sandboxes/docker/requirements.txt``)."""
+    """The pandas version the sandbox image pins (``sopgym/sandboxes/docker/requirements.txt``)."""
     text = importlib.resources.files("sopgym.sandboxes").joinpath("docker").joinpath("requirements.txt").read_text("utf-8")
     match = re.search(r"^pandas==(\S+)", text, re.MULTILINE)
-    assert match is not None, "sandboxes/docker/requirements.txt must pin pandas"
+    assert match is not None, "sopgym/sandboxes/docker/requirements.txt must pin pandas"
     return match.group(1)
 
 
@@ -367,7 +367,7 @@ class DockerToolRunner(_WorkerRunner):
     """The warm worker inside a sandbox container (default). Needs the docker SDK, a daemon and the image.
 
     The runner holds one runner container while it lives; the container's supervisor starts the
-    worker as the agent uid (``worker_*`` ops of sandboxes/docker/server.py), enforces each
+    worker as the agent uid (``worker_*`` ops of sopgym/sandboxes/docker/server.py), enforces each
     request's deadline and, between episodes, empties every place the agent uid can write; the host
     kills the container if the server itself does not answer in time. A container that cannot be
     left clean (``tainted``) is replaced.

@@ -78,7 +78,7 @@ def test_every_runner_reports_a_pandas_in_upstreams_range_and_of_this_major(runn
     assert runner.pandas_version is not None and major(runner.pandas_version) >= 2
     assert major(runner.pandas_version) == major(pd.__version__), (
         f"tools run with pandas {runner.pandas_version}, this interpreter has {pd.__version__}: "
-        "the image's pin (sandboxes/docker/requirements.txt) must follow the host's major version"
+        "the image's pin (sopgym/sandboxes/docker/requirements.txt) must follow the host's major version"
     )
 
 

@@ -1,4 +1,4 @@
-"""The data-parallel learner under torchrun, 2 processes on CPU with gloo (trainers/distributed.py).
+"""The data-parallel learner under torchrun, 2 processes on CPU with gloo (sopgym/trainers/distributed.py).
 
 Each torchrun launch runs ``tests/trainers/dist_train.py`` (the train command on the fake env) on a
 tiny model; the one-process reference runs in this process with the same config.

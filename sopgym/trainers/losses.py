@@ -231,7 +231,7 @@ def mismatch_sums(old_logp_BT: torch.Tensor, sampler_logp_BT: torch.Tensor, mask
 def aggregation_counts(mask_lengths: list[int]) -> dict[str, int]:
     """What the aggregation weights depend on beyond each episode's own length: the loss tokens, the
     episodes with any, and all episodes. Summed over ranks, they give a data-parallel learner the
-    weights of the whole step (trainers/distributed.py)."""
+    weights of the whole step (sopgym/trainers/distributed.py)."""
     return {"valid": sum(mask_lengths), "nonempty": sum(1 for n in mask_lengths if n > 0), "episodes": len(mask_lengths)}
 
 

@@ -1,6 +1,6 @@
 """Checkpoints for exact resume: model, optimiser, scheduler, every RNG, the task cursor and the MLflow run id.
 
-One process writes ``<run_dir>/checkpoint.pt``. A data-parallel learner (torchrun, trainers/distributed.py)
+One process writes ``<run_dir>/checkpoint.pt``. A data-parallel learner (torchrun, sopgym/trainers/distributed.py)
 writes ``<run_dir>/checkpoint/``: the FSDP-sharded model, reference model and optimiser state with
 ``torch.distributed.checkpoint`` (each rank writes its own shards), every rank's RNG states in
 ``rng/rank<k>.pt``, and rank 0's metadata (step, cursor, scheduler, history, config, world size,

@@ -238,7 +238,7 @@ class ModelConfig(_Section):
     """``auto``: on CUDA with bf16/fp16 weights flash-attention varlen when ``flash_attn`` imports, else
     PyTorch's own flash varlen kernel (``torch_varlen``); otherwise (CPU, fp32) ``sdpa_varlen``, which
     drops padding and runs causal SDPA per episode. It never picks a backend that builds a dense
-    ``[B, 1, T, T]`` mask (``sdpa``, ``eager``: the references, on request). See trainers/attention.py."""
+    ``[B, 1, T, T]`` mask (``sdpa``, ``eager``: the references, on request). See sopgym/trainers/attention.py."""
     gradient_checkpointing: bool = False
     """Trades ~30% more compute for activation memory; useful for 1.5B+ models on one GPU."""
     system_turn: str = _spec("keep", choices=SYSTEM_TURNS)

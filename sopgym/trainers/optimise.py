@@ -5,7 +5,7 @@ Shape legend: B = rows of a micro-batch, T = tokens per row.
 Gradient accumulation is exact: aggregation weights are computed over all episodes of the optimiser
 step before packing (losses.aggregation_weights), so the sum over micro-batches of
 ``sum(weight * loss)`` equals the one-big-batch loss, whatever the packing or micro-batch split.
-The same holds over ranks of a data-parallel learner (``dp``, trainers/distributed.py): each rank
+The same holds over ranks of a data-parallel learner (``dp``, sopgym/trainers/distributed.py): each rank
 gets a share of the step's episodes, the weights use counts summed over ranks, FSDP sums the ranks'
 gradients, and every rank runs as many micro-batches as the busiest one (idle passes otherwise).
 """

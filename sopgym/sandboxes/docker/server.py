@@ -82,7 +82,7 @@ def compile_program(module_name, source):
 
 
 def build_database(module, initial_state):
-    # Keep identical to sandboxes/inprocess.py::build_database.
+    # Keep identical to sopgym/sandboxes/inprocess.py::build_database.
     db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     db.row_factory = sqlite3.Row
     db.executescript(module.SCHEMA)

@@ -1,6 +1,6 @@
 """The domain-pack format: what a task source provides to an env.
 
-An authored domain pack is a folder ``sop_tasks/<domain>/`` with one layout
+An authored domain pack is a folder ``sopgym/sop_tasks/<domain>/`` with one layout
 (docs/adding_a_domain.md):
 
 * ``__init__.py``: imports only, and ``PACK``, the :class:`DomainPack` that wires the pieces below;

@@ -142,7 +142,7 @@ class LogProbModel(torch.nn.Module):
     target token, the output head included.
 
     Everything the optimiser step computes with the model goes through this ``forward``. Under FSDP
-    (trainers/distributed.py) it is the root module, so its hooks gather the parameters the
+    (sopgym/trainers/distributed.py) it is the root module, so its hooks gather the parameters the
     transformer blocks do not own (embeddings, final norm, output head) before the head runs and
     reduce their gradients after it; calling ``lm.base_model`` and the head directly would skip them.
 

@@ -5,7 +5,7 @@ Reads ``<run_dir>/checkpoint.pt`` and the run's tokenizer, replays the env oracl
 share of policy tokens the model's argmax predicts, the same for tokens holding a digit (copied
 identifiers, dates, counts) and how many episodes have their whole first turn right (the first tool
 call copies the case's inputs). Then it prints ``--show`` greedy transcripts (assistant and tool turns).
-Used to choose the CPU demo's recipe (docs/trainer.md, "The CPU demo").
+Used to choose the CPU demo's recipe (docs/measurements.md, "The CPU demo").
 
     python scripts/probe_policy.py runs/demo-cpu --tasks 32 --show 2
 """

@@ -7,7 +7,7 @@ measures on ``--tasks`` validation oracle episodes, with the oracle's replies as
 tokens holding a digit (copied identifiers, dates, counts), digits after the first turn (copies
 from tool results and the answer's count), whole first turns and whole episodes. Each figure is
 given for the whole episode and for the episode without its system turn (what the short-context
-stage trains on). Used to choose the CPU demo's recipe (docs/trainer.md, "The CPU demo").
+stage trains on). Used to choose the CPU demo's recipe (docs/measurements.md, "The CPU demo").
 
     python scripts/sft_curves.py --config configs/demo-cpu.yaml --every 100 \\
         model.scratch_num_layers=3 sft.short_context_steps=800 sft.short_context_batch_episodes=8

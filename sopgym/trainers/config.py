@@ -493,7 +493,7 @@ class SFTConfig(_Section):
     episode's tokens), before the ``epochs`` over whole demonstrations; 0: none. A model trained from
     scratch learns to copy the case's identifiers into its calls far sooner on these short episodes
     (more of them per second, attention over a few hundred tokens instead of thousands) and keeps the
-    skill when the whole prompt comes back (docs/trainer.md, "The CPU demo"). The learning-rate
+    skill when the whole prompt comes back (docs/measurements.md, "The CPU demo"). The learning-rate
     schedule runs over both stages."""
     short_context_batch_episodes: int = _spec(16, ge=1, le=1_000_000)
     """Episodes per optimiser step of the short-context stage."""
@@ -502,7 +502,7 @@ class SFTConfig(_Section):
     followed by themselves, with the loss on the repeat (``sft.copy_sequences``); 0: none. A model trained
     from scratch forms a copying mechanism (an induction head) on them within a few hundred steps, and
     with it learns to copy identifiers out of tool results, which the demonstrations alone did not
-    teach it (docs/trainer.md, "Copy pretraining")."""
+    teach it (docs/measurements.md, "Copy pretraining")."""
     copy_batch_sequences: int = _spec(32, ge=1, le=1_000_000)
     """Copy sequences per optimiser step of the copy stage."""
     copy_mix_sequences: int = _spec(0, ge=0, le=1_000_000)

@@ -143,7 +143,7 @@ def copy_sequences(
 
     A model trained from scratch on the demonstrations alone learns to copy the case's fields, which
     sit at a fixed offset from the call that uses them, but not the identifiers of tool results, which
-    move with the lengths of the turns between (docs/trainer.md, "Copy pretraining").
+    move with the lengths of the turns between (docs/measurements.md, "Copy pretraining").
     """
     low, high = lengths
     out = []

@@ -148,3 +148,10 @@ def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_no_test_imports_a_conftest_module_by_name():
+    """Two folders' ``conftest`` modules share one name, so ``from conftest import x`` breaks as soon as
+    both folders are collected in one run; shared helpers live in a named helpers module."""
+    found = sorted((f, m) for f, m in _imports("tests") if m.split(".")[-1] == "conftest")
+    assert found == []

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from conftest import VERIFIABLE_ENV, make_env, report, run_python_action, session_containers
+from docker_helpers import VERIFIABLE_ENV, make_env, report, run_python_action, session_containers
 
 POLICY_STATUSES = {"OK", "ERROR_TOOL", "ERROR_TIMEOUT"}
 

@@ -7,7 +7,7 @@ import time
 
 import ledger_program as lp
 import pytest
-from conftest import report
+from docker_helpers import report
 
 from sopgym.sandboxes.base import Outcome, StatefulProgram, ToolResult
 from sopgym.sandboxes.inprocess import InProcessBackend

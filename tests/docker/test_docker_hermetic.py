@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from conftest import (
+from docker_helpers import (
     STATEFUL_ENV,
     VERIFIABLE_ENV,
     make_env,

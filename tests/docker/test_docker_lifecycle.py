@@ -14,7 +14,7 @@ from pathlib import Path
 
 import ledger_program as lp
 import pytest
-from conftest import report
+from docker_helpers import report
 
 from sopgym.sandboxes.base import (
     Outcome,

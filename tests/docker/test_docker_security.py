@@ -11,7 +11,7 @@ from pathlib import Path
 
 import ledger_program as lp
 import pytest
-from conftest import report, session_containers
+from docker_helpers import report, session_containers
 
 from sopgym.sandboxes.base import SandboxEpisode, StatefulProgram, Tier, ToolSpec
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import STATEFUL_ENV
+from docker_helpers import STATEFUL_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the Ray test helpers
 from ray_helpers import Killer, arm, result_view, stalling_factory  # noqa: E402

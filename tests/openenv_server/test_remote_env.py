@@ -8,9 +8,9 @@ import warnings
 
 import gymnasium as gym
 import pytest
-from conftest import SKIP_REASON, env_kwargs, free_port, start_cli_server
 from gymnasium.error import ResetNeeded
 from gymnasium.utils.env_checker import check_env
+from server_helpers import SKIP_REASON, env_kwargs, free_port, start_cli_server
 
 pytest.importorskip("openenv", reason=SKIP_REASON)
 pytest.importorskip("websockets", reason=SKIP_REASON)

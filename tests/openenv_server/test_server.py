@@ -9,7 +9,7 @@ import threading
 
 import gymnasium as gym
 import pytest
-from conftest import SKIP_REASON, env_kwargs, start_cli_server
+from server_helpers import SKIP_REASON, env_kwargs, start_cli_server
 
 pytest.importorskip("openenv", reason=SKIP_REASON)
 pytest.importorskip("websockets", reason=SKIP_REASON)

@@ -8,20 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REAL_DOMAINS = (
-    "customer_service", "order_fulfillment", "referral_abuse_detection_v1", "referral_abuse_detection_v2",
-    "traffic_spoofing_detection", "warehouse_package_inspection",
-)
-
-
-def sopbench_dir() -> Path:
-    return Path(os.environ.get("SOPBENCH_DIR") or (REPO.parent / "shared" / "sop-bench"))
+from .helpers import FIXTURES, sopbench_dir
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import sys
 import gymnasium as gym
 import pytest
 
-from .conftest import FIXTURES, REPO, sopbench_dir
+from .helpers import FIXTURES, REPO, sopbench_dir
 
 
 def test_upstream_prompt_layout_has_no_system_message_and_raw_values(real_report):

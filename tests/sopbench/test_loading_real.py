@@ -11,7 +11,7 @@ import pytest
 
 from sopgym.sopbench import load
 
-from .conftest import REAL_DOMAINS, sopbench_dir
+from .helpers import REAL_DOMAINS, sopbench_dir
 
 COUNTS = {
     "customer_service": 156, "order_fulfillment": 30, "referral_abuse_detection_v1": 200,

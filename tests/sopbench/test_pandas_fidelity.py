@@ -25,7 +25,7 @@ from sopgym.sopbench.runners import (
     runner_pandas_version,
 )
 
-from .conftest import FIXTURES
+from .helpers import FIXTURES
 
 CSV = FIXTURES / "cells" / "test_set_with_outputs.csv"
 MISSING_TEXTS = {"R1": "None", "R2": "NA", "R3": "", "R5": "null", "R6": "N/A", "R7": "<NA>"}

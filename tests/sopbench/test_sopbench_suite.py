@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from .conftest import FIXTURES, REAL_DOMAINS, sopbench_dir
+from .helpers import FIXTURES, REAL_DOMAINS, sopbench_dir
 
 pytestmark = pytest.mark.slow
 

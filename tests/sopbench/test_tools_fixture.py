@@ -36,7 +36,7 @@ def helpdesk(tmp_path):
     """Registers the fixture domains afresh (other tests register modified copies under the same ids)."""
     from sopgym.sopbench import register
 
-    from .conftest import FIXTURES
+    from .helpers import FIXTURES
 
     return register(FIXTURES, recordings_dir=tmp_path).domains["helpdesk"]
 

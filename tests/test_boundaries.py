@@ -155,3 +155,17 @@ def test_no_test_imports_a_conftest_module_by_name():
     both folders are collected in one run; shared helpers live in a named helpers module."""
     found = sorted((f, m) for f, m in _imports("tests") if m.split(".")[-1] == "conftest")
     assert found == []
+
+
+@pytest.mark.parametrize("module", ["sopgym/sandboxes/sqlite_program.py", "sopgym/sandboxes/docker/server.py"])
+def test_the_files_shipped_into_the_sandbox_image_import_the_standard_library_only(module):
+    """The container has no sopgym package: what ships into it (the tool server and the stateful
+    programs' database code it shares with the in-process backend) imports nothing but the stdlib."""
+    tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add("." * node.level + (node.module or "").split(".")[0])
+    assert sorted(m for m in imported if m not in sys.stdlib_module_names) == []

@@ -15,31 +15,13 @@ from types import ModuleType
 from typing import Any
 
 from .base import Outcome, StatefulBackend, StatefulProgram, ToolResult
+from .sqlite_program import build_database, call_tool, check_program
 
 __all__ = ["InProcessBackend", "load_program", "build_database"]
 
 
 def load_program(program: StatefulProgram) -> ModuleType:
-    module = importlib.import_module(program.module)
-    for attr in ("SCHEMA", "TOOLS", "snapshot"):
-        if not hasattr(module, attr):
-            raise ValueError(f"stateful program {program.module!r} lacks {attr!r}; expected SCHEMA, TOOLS, snapshot")
-    return module
-
-
-def build_database(module: ModuleType, initial_state: Mapping[str, list]) -> sqlite3.Connection:
-    """A fresh in-memory database: ``module.SCHEMA`` then the initial rows, table by table."""
-    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
-    db.executescript(module.SCHEMA)
-    for table, rows in initial_state.items():
-        for row in rows:
-            cols = list(row)
-            db.execute(
-                f'INSERT INTO "{table}" ({", ".join(f"{c!s}" for c in cols)}) VALUES ({", ".join("?" * len(cols))})',
-                [row[c] for c in cols],
-            )
-    return db
+    return check_program(importlib.import_module(program.module), program.module)
 
 
 class InProcessBackend(StatefulBackend):
@@ -54,19 +36,8 @@ class InProcessBackend(StatefulBackend):
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         assert self._db is not None and self._module is not None, "call before start_episode"
-        fn = self._module.TOOLS.get(name)
-        if fn is None:
-            return ToolResult(Outcome.UNKNOWN_TOOL, error=f"unknown stateful tool {name!r}")
-        # Each call is atomic: a tool that fails half-way leaves the state as it was.
-        self._db.execute("SAVEPOINT tool_call")
-        try:
-            content = fn(self._db, dict(arguments))
-        except Exception as exc:  # noqa: BLE001 - a tool's exception is the agent-visible error
-            self._db.execute("ROLLBACK TO tool_call")
-            self._db.execute("RELEASE tool_call")
-            return ToolResult(Outcome.TOOL_ERROR, error=str(exc) or type(exc).__name__)
-        self._db.execute("RELEASE tool_call")
-        return ToolResult(Outcome.OK, content=content)
+        done = call_tool(self._module, self._db, name, arguments)
+        return ToolResult(Outcome(done["outcome"]), content=done["content"], error=done["error"])
 
     def snapshot(self) -> dict[str, Any]:
         assert self._db is not None and self._module is not None, "snapshot before start_episode"

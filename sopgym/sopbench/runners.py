@@ -349,7 +349,7 @@ class SubprocessToolRunner(_WorkerRunner):
             self._workdir = None
 
 
-def _tools_pool(image: str | None, policy: Any):
+def _tools_pool(image: str | None, hardening: Any):
     from sopgym.sandboxes.docker import ContainerHardening
     from sopgym.sandboxes.docker.errors import ImageMissing
     from sopgym.sandboxes.docker.image import image_exists, image_tag
@@ -360,7 +360,7 @@ def _tools_pool(image: str | None, policy: Any):
     if not image_exists(image, client):
         raise ImageMissing(f"sandbox image {image} is not built on this daemon (expected the tag for this code's "
                            "content hash); run `sopgym sandbox build` or `bash scripts/docker_setup.sh`")
-    return shared_pool(client, None, image, policy or ContainerHardening(), "runner")
+    return shared_pool(client, None, image, hardening or ContainerHardening(), "runner")
 
 
 class DockerToolRunner(_WorkerRunner):

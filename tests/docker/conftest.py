@@ -55,8 +55,8 @@ def make_pool(docker_client):
 
     pools = []
 
-    def make(role: str = "stateful", policy: ContainerHardening | None = None, **kwargs) -> ContainerPool:
-        p = ContainerPool(docker_client, image.image_tag(), policy or ContainerHardening(), role, **kwargs)
+    def make(role: str = "stateful", hardening: ContainerHardening | None = None, **kwargs) -> ContainerPool:
+        p = ContainerPool(docker_client, image.image_tag(), hardening or ContainerHardening(), role, **kwargs)
         pools.append(p)
         return p
 

@@ -67,7 +67,7 @@ def test_fork_bomb_is_contained_by_the_pids_limit(runner):
         sampler.join()
     after = _container_pids(runner)
     assert result.timed_out, result
-    limit = runner.pool.policy.pids_limit
+    limit = runner.pool.hardening.pids_limit
     assert peak["pids"] <= limit, f"container pids peaked at {peak['pids']}, expected <= pids_limit {limit}"
     assert after is not None and after <= 3, f"expected only init+server left in the container, got {after} pids"
     host_after = _host_process_count()

@@ -35,8 +35,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..base import CodeRunner, ExecResult, Outcome, SandboxMisuse, StatefulBackend, StatefulProgram, ToolResult
-from . import hardening
 from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
+from .hardening import ContainerHardening
 from .image import image_exists, image_tag
 from .pool import ContainerPool, ResourceUse, SandboxContainer, connect, memory_events, resource_use, shared_pool
 
@@ -83,7 +83,7 @@ def _ensure_program(box: SandboxContainer, program: StatefulProgram, timeout: fl
     return sha
 
 
-def _pool_for(role: str, image: str | None, policy: hardening.ContainerHardening | None, pool: ContainerPool | None,
+def _pool_for(role: str, image: str | None, hardening: ContainerHardening | None, pool: ContainerPool | None,
               base_url: str | None, check_image: bool) -> ContainerPool:
     if pool is not None:
         if pool.role != role:  # a runner runs agent code under a supervisor; a stateful container has none
@@ -96,7 +96,7 @@ def _pool_for(role: str, image: str | None, policy: hardening.ContainerHardening
             f"sandbox image {image} is not built on this daemon (expected the tag for this code's content hash); "
             "run `sopgym sandbox build` or `bash scripts/docker_setup.sh`"
         )
-    return shared_pool(client, base_url, image, policy or hardening.ContainerHardening(), role)
+    return shared_pool(client, base_url, image, hardening or ContainerHardening(), role)
 
 
 class DockerStatefulBackend(StatefulBackend):
@@ -109,7 +109,7 @@ class DockerStatefulBackend(StatefulBackend):
 
     Args:
         image: image tag (default: :func:`~sopgym.sandboxes.docker.image.image_tag`).
-        policy: container hardening and limits (default: fully hardened).
+        hardening: container hardening and limits (default: fully hardened; ``hardening.py``).
         pool: container pool to draw from (default: the process-wide pool for these settings).
         base_url: Docker daemon URL (default: ``DOCKER_HOST`` or the local unix socket).
         call_timeout_s: a tool call with no answer by then raises :class:`ChannelTimeout`.
@@ -121,10 +121,10 @@ class DockerStatefulBackend(StatefulBackend):
         ImageMissing: the image is not built.
     """
 
-    def __init__(self, *, image: str | None = None, policy: hardening.ContainerHardening | None = None,
+    def __init__(self, *, image: str | None = None, hardening: ContainerHardening | None = None,
                  pool: ContainerPool | None = None, base_url: str | None = None, call_timeout_s: float = 5.0,
                  load_timeout_s: float = 30.0, keep_warm: bool = True) -> None:
-        self.pool = _pool_for("stateful", image, policy, pool, base_url, check_image=pool is None)
+        self.pool = _pool_for("stateful", image, hardening, pool, base_url, check_image=pool is None)
         self.call_timeout_s = call_timeout_s
         self.load_timeout_s = load_timeout_s
         self.keep_warm = keep_warm
@@ -258,16 +258,16 @@ class DockerCodeRunner(CodeRunner):
     of memory during it) are results; only the infrastructure's raise :class:`SandboxError`.
 
     Args:
-        image, policy, pool, base_url: as for :class:`DockerStatefulBackend`.
+        image, hardening, pool, base_url: as for :class:`DockerStatefulBackend`.
         output_cap_bytes: stdout and stderr are each cut at this many bytes (``truncated`` is set).
         grace_s: the server must answer within ``timeout_s + grace_s``, else the container is killed
             and :class:`ChannelTimeout` raised (the server's own deadline normally fires first).
     """
 
-    def __init__(self, *, image: str | None = None, policy: hardening.ContainerHardening | None = None,
+    def __init__(self, *, image: str | None = None, hardening: ContainerHardening | None = None,
                  pool: ContainerPool | None = None, base_url: str | None = None,
                  output_cap_bytes: int = 64 * 1024, grace_s: float = 5.0) -> None:
-        self.pool = _pool_for("runner", image, policy, pool, base_url, check_image=pool is None)
+        self.pool = _pool_for("runner", image, hardening, pool, base_url, check_image=pool is None)
         self.output_cap_bytes = output_cap_bytes
         self.grace_s = grace_s
         self._closed = False
@@ -323,7 +323,7 @@ class DockerCodeRunner(CodeRunner):
         seen = memory_events(box.client, box.id, since)
         if seen == "outside":
             return None
-        limit = self.pool.policy.mem_limit
+        limit = self.pool.hardening.mem_limit
         if seen == "oom":
             log.info("%s ran out of memory during a run: the run's fault, not the infrastructure's", box.name)
             return ExecResult(

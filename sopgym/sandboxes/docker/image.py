@@ -46,6 +46,9 @@ HERE = Path(__file__).resolve().parent
 IMAGE_REPO = "sopgym-sandbox"
 BASE_REPO = "sopgym-sandbox-base"
 SERVER_PATH_IN_IMAGE = "/opt/sopgym/server.py"
+#: The stateful programs' database and tool calls, shared with the in-process backend; loaded by server.py.
+PROGRAMS_PATH_IN_IMAGE = "/opt/sopgym/sqlite_program.py"
+PROGRAMS = HERE.parent / "sqlite_program.py"
 #: The root filesystem recipe. Changing it changes every hash below.
 RECIPE = {
     "suite": "bookworm",
@@ -76,6 +79,7 @@ def offline_dockerfile(base: str) -> str:
         f"FROM {base}\n"
         + packages_dockerfile_lines()
         + f"COPY server.py {SERVER_PATH_IN_IMAGE}\n"
+        + f"COPY sqlite_program.py {PROGRAMS_PATH_IN_IMAGE}\n"
         'LABEL org.sopgym.image="sandbox"\n'
         "USER 65534:65534\n"
         'CMD ["python3", "-u", "/opt/sopgym/server.py", "--container"]\n'
@@ -87,6 +91,7 @@ def content_hash() -> str:
     return _sha(
         recipe_hash().encode(),
         (HERE / "server.py").read_bytes(),
+        PROGRAMS.read_bytes(),
         (HERE / "Dockerfile").read_bytes(),
         offline_dockerfile("BASE").encode(),
         REQUIREMENTS.read_bytes(),
@@ -260,6 +265,7 @@ def build_image(*, force: bool = False, method: str = "offline", mirror: str = D
     repo, version = tag.split(":")
     with tempfile.TemporaryDirectory(prefix="sopgym-image-") as ctx:
         shutil.copy(HERE / "server.py", Path(ctx) / "server.py")
+        shutil.copy(PROGRAMS, Path(ctx) / "sqlite_program.py")
         python_packages(Path(ctx) / "site-packages")
         if method == "offline":
             base = f"{BASE_REPO}:{recipe_hash()}"

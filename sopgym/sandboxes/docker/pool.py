@@ -22,7 +22,7 @@ containers without touching them and reconnects to the daemon on first use, and 
 pools start empty: a child never drives, returns or destroys its parent's containers.
 
 What it protects against: leaked containers (pool close at exit, self-removal on owner death, the
-reaper for the rest), containers started with weaker settings than the policy (each new container's
+reaper for the rest), containers started with weaker settings than their hardening (each new container's
 ``docker inspect`` is audited, and a runner's server must report agent code under another uid,
 before use), two processes sharing one container after a fork. What it does not: a daemon that is
 itself compromised, or containers created by other tools (only labelled ones are ever touched).
@@ -45,6 +45,7 @@ from typing import Any
 from . import hardening
 from .channel import Channel
 from .errors import DaemonUnreachable, ImageMissing, SandboxError
+from .hardening import ContainerHardening, audit
 
 __all__ = ["connect", "SandboxContainer", "ContainerPool", "destroy", "reap", "memory_events", "resource_use",
            "shared_pool", "shutdown", "SESSION_ID"]
@@ -159,19 +160,19 @@ class SandboxContainer:
             log.debug("kill %s: %s", self.name, exc)
 
 
-def start_container(client, image: str, policy: hardening.ContainerHardening, role: str, *, start_timeout: float = 30.0,
+def start_container(client, image: str, hardening: ContainerHardening, role: str, *, start_timeout: float = 30.0,
                     verify: bool = True) -> SandboxContainer:
     """Create, start and attach one container; wait for the server's hello.
 
     Raises:
         ImageMissing: ``image`` is not on the daemon.
         ContainerLost / ChannelTimeout: it started but the server did not come up.
-        SandboxError: the container's inspect shows weaker hardening than the policy (it is removed).
+        SandboxError: the container's inspect shows weaker hardening than asked for (it is removed).
     """
     import docker.errors
 
     name = f"sopgym-{role}-{SESSION_ID}-{uuid.uuid4().hex[:8]}"
-    options = policy.container_options(image=image, name=name, role=role, session=SESSION_ID, command=SERVER_COMMAND)
+    options = hardening.container_options(image=image, name=name, role=role, session=SESSION_ID, command=SERVER_COMMAND)
     host_config = client.api.create_host_config(**_host_config_kwargs(options.pop("host_config")))
     started = time.monotonic()
     try:
@@ -191,15 +192,15 @@ def start_container(client, image: str, policy: hardening.ContainerHardening, ro
     cid = created["Id"]
     try:
         if verify:
-            problems = hardening.audit(client.api.inspect_container(cid))
-            if problems and not policy.loosenings():
-                raise SandboxError(f"container {name} is weaker than the policy: {'; '.join(problems)}")
+            problems = audit(client.api.inspect_container(cid))
+            if problems and not hardening.loosenings():
+                raise SandboxError(f"container {name} is weaker than its hardening: {'; '.join(problems)}")
         sock = client.api.attach_socket(cid, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         channel = Channel(sock, name)
         client.api.start(cid)
         box = SandboxContainer(client, cid, name, role, channel)
         hello = box.request("hello", start_timeout)
-        if verify and role == "runner" and not policy.loosenings():
+        if verify and role == "runner" and not hardening.loosenings():
             uid, agent_uid = hello.get("uid"), hello.get("agent_uid")
             if not (isinstance(uid, int) and isinstance(agent_uid, int) and 0 not in (uid, agent_uid) and uid != agent_uid):
                 raise SandboxError(
@@ -214,7 +215,7 @@ def start_container(client, image: str, policy: hardening.ContainerHardening, ro
 
 
 def _host_config_kwargs(hc: dict[str, Any]) -> dict[str, Any]:
-    """Map the policy's inspect-style HostConfig names to ``create_host_config`` keywords."""
+    """Map the hardening's inspect-style HostConfig names to ``create_host_config`` keywords."""
     return {
         "network_mode": hc["NetworkMode"],
         "read_only": hc["ReadonlyRootfs"],
@@ -413,22 +414,22 @@ def memory_events(client, cid: str, since: float, *, settle_s: float = 1.0) -> s
 
 
 class ContainerPool:
-    """Warm containers of one (image, policy, role), reused across episodes and backends. Thread-safe.
+    """Warm containers of one (image, hardening, role), reused across episodes and backends. Thread-safe.
 
     Args:
         client: a connected ``docker.DockerClient``.
         image: image tag.
-        policy: hardening; every container gets exactly this.
+        hardening: every container gets exactly this (``hardening.py``).
         role: ``"stateful"`` or ``"runner"`` (a label; pools never mix roles).
         max_idle: containers kept warm after release; beyond it released containers are destroyed.
     """
 
-    def __init__(self, client, image: str, policy: hardening.ContainerHardening, role: str, *, max_idle: int = 64,
+    def __init__(self, client, image: str, hardening: ContainerHardening, role: str, *, max_idle: int = 64,
                  start_timeout: float = 30.0) -> None:
         self._client = client
         self.base_url = getattr(client.api, "sopgym_url", None)
         self.image = image
-        self.policy = policy
+        self.hardening = hardening
         self.role = role
         self.max_idle = max_idle
         self.start_timeout = start_timeout
@@ -479,7 +480,7 @@ class ContainerPool:
             self.discard(box)
         if found is not None:
             return found
-        box = start_container(self.client, self.image, self.policy, self.role, start_timeout=self.start_timeout)
+        box = start_container(self.client, self.image, self.hardening, self.role, start_timeout=self.start_timeout)
         with self._lock:
             self.num_created += 1
             self._all[box.id] = box
@@ -537,20 +538,20 @@ _shared: dict[tuple, ContainerPool] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_pool(client, base_url: str | None, image: str, policy: hardening.ContainerHardening, role: str) -> ContainerPool:
+def shared_pool(client, base_url: str | None, image: str, hardening: ContainerHardening, role: str) -> ContainerPool:
     """The process-wide pool for these settings (closed at interpreter exit by :func:`shutdown`)."""
-    key = (base_url, image, policy_key(policy), role)
+    key = (base_url, image, hardening_key(hardening), role)
     with _shared_lock:
         pool = _shared.get(key)
         if pool is None or pool._closed:
             if not _shared:
                 _reap_once(client)
-            pool = _shared[key] = ContainerPool(client, image, policy, role)
+            pool = _shared[key] = ContainerPool(client, image, hardening, role)
         return pool
 
 
-def policy_key(policy: hardening.ContainerHardening) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in vars(policy).items()))
+def hardening_key(hardening: ContainerHardening) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in vars(hardening).items()))
 
 
 _reaped = False

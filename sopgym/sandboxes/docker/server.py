@@ -53,7 +53,6 @@ import selectors
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -71,44 +70,29 @@ AGENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SCRATCH, "LANG": "C
 _PR_CAPBSET_DROP = 24
 
 
+def _load_sqlite_program():
+    """``sqlite_program.py``: beside this file in the image, one folder up in the source tree
+    (``sopgym/sandboxes/``). Loaded by path: ``-I`` children have no script folder on sys.path."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(folder, "sqlite_program.py") for folder in (here, os.path.dirname(here))]
+    path = next((c for c in candidates if os.path.exists(c)), candidates[0])
+    spec = importlib.util.spec_from_file_location("sopgym_sqlite_program", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_programs = _load_sqlite_program()
+build_database, call_tool, check_program = _programs.build_database, _programs.call_tool, _programs.check_program
+
+
 def compile_program(module_name, source):
     module = types.ModuleType(module_name)
     module.__file__ = "<sopgym:" + module_name + ">"
     exec(compile(source, module.__file__, "exec"), module.__dict__)
-    for attr in ("SCHEMA", "TOOLS", "snapshot"):
-        if not hasattr(module, attr):
-            raise ValueError(f"stateful program {module_name!r} lacks {attr!r}; expected SCHEMA, TOOLS, snapshot")
-    return module
-
-
-def build_database(module, initial_state):
-    # Keep identical to sopgym/sandboxes/inprocess.py::build_database.
-    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
-    db.executescript(module.SCHEMA)
-    for table, rows in initial_state.items():
-        for row in rows:
-            cols = list(row)
-            db.execute(
-                'INSERT INTO "{}" ({}) VALUES ({})'.format(table, ", ".join(str(c) for c in cols), ", ".join("?" * len(cols))),
-                [row[c] for c in cols],
-            )
-    return db
-
-
-def call_tool(module, db, name, args):
-    fn = module.TOOLS.get(name)
-    if fn is None:
-        return {"outcome": "unknown_tool", "content": None, "error": f"unknown stateful tool {name!r}"}
-    db.execute("SAVEPOINT tool_call")
-    try:
-        content = fn(db, dict(args))
-    except Exception as exc:  # a tool's exception is the agent-visible error
-        db.execute("ROLLBACK TO tool_call")
-        db.execute("RELEASE tool_call")
-        return {"outcome": "tool_error", "content": None, "error": str(exc) or type(exc).__name__}
-    db.execute("RELEASE tool_call")
-    return {"outcome": "ok", "content": content, "error": ""}
+    return check_program(module, module_name)
 
 
 def sql_job(payload):

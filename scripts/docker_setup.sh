@@ -41,4 +41,4 @@ if ! docker info >/dev/null 2>&1; then
 fi
 echo "dockerd: $(docker info --format '{{.ServerVersion}}')"
 
-"$PYTHON" -m sopgym.sandboxes.docker build
+"$PYTHON" -m sopgym sandbox build

@@ -138,16 +138,20 @@ def test_every_sopgym_module_reports_its_real_path():
     assert wrong == {}, "modules reported at another path than their real one"
 
 
-def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
-    code = (
-        "import sys\n"
-        "import sopgym.agents, sopgym.agents.openai_chat, sopgym.agents.hf_local, sopgym.agents.gguf\n"
-        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.evaluation.report\n"
-        "print(sorted(m for m in ('openai', 'torch', 'transformers', 'matplotlib', 'httpx', 'httpx2') if m in sys.modules))\n"
-    )
+def _loaded_after(code: str, modules) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported once it ran ``code``."""
+    code += f"\nimport sys\nprint(sorted(m for m in {tuple(modules)!r} if m in sys.modules))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1])
+
+
+def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
+    code = (
+        "import sopgym.agents, sopgym.agents.openai_chat, sopgym.agents.hf_local, sopgym.agents.gguf\n"
+        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.evaluation.report\n"
+    )
+    assert _loaded_after(code, ("openai", "torch", "transformers", "matplotlib", "httpx", "httpx2")) == []
 
 
 def test_no_test_imports_a_conftest_module_by_name():
@@ -169,3 +173,29 @@ def test_the_files_shipped_into_the_sandbox_image_import_the_standard_library_on
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or "").split(".")[0])
     assert sorted(m for m in imported if m not in sys.stdlib_module_names) == []
+
+
+# -- The command layer (sopgym/cli/) ---------------------------------------------------------------------
+def test_the_command_layer_names_the_modules_it_runs_in_import_statements():
+    """Static readers (and IDEs, and ``grep``) follow ``from sopgym.x import y``; they cannot follow a
+    module named in a string and loaded with importlib."""
+    found = _imports("sopgym/cli")
+    assert {f for f, _ in found} >= {"__init__.py", "evaluate.py", "show.py", "train.py", "serve.py"}
+    bad = sorted(f for f, m in found if m == "importlib" or m.startswith("importlib."))
+    assert bad == []
+
+
+def test_the_command_layer_imports_no_optional_dependency_until_a_command_runs():
+    code = (
+        "import importlib, pkgutil\n"
+        "import sopgym.cli\n"
+        "for m in pkgutil.iter_modules(sopgym.cli.__path__):\n"
+        "    importlib.import_module('sopgym.cli.' + m.name)\n"
+        "try:\n"
+        "    sopgym.cli.main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    heavy = ("torch", "transformers", "openai", "docker", "fastapi", "openenv", "uvicorn", "matplotlib", "pandas", "ray",
+             "mlflow", "yaml", "httpx")
+    assert _loaded_after(code, heavy) == []

@@ -178,8 +178,10 @@ def test_no_command_prints_help_and_fails(capsys):
 
 @pytest.mark.parametrize("name,hint", [("train", "pip install 'sopgym[train]'"), ("sandbox", "pip install 'sopgym[docker]'")])
 def test_lazy_command_with_a_missing_module_explains_what_to_install(monkeypatch, capsys, name, hint):
-    broken = dataclasses.replace(cli.LAZY_COMMANDS[name], module="sopgym._no_such_module_for_tests")
-    monkeypatch.setitem(cli.LAZY_COMMANDS, name, broken)
+    def needs():
+        import sopgym._no_such_module_for_tests  # noqa: F401
+
+    monkeypatch.setitem(cli.COMMANDS, name, dataclasses.replace(cli.COMMANDS[name], needs=needs))
     assert cli.main([name, "--anything"]) == 1
     err = capsys.readouterr().err
     assert hint in err and "sopgym._no_such_module_for_tests" in err
@@ -188,21 +190,25 @@ def test_lazy_command_with_a_missing_module_explains_what_to_install(monkeypatch
 def test_main_kind_lazy_command_receives_the_remaining_arguments(monkeypatch, tmp_path):
     (tmp_path / "fake_train_cli.py").write_text("seen = []\ndef main(argv):\n    seen.append(argv)\n    return 7\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(cli.LAZY_COMMANDS, "train", dataclasses.replace(cli.LAZY_COMMANDS["train"], module="fake_train_cli"))
+    import fake_train_cli
+
+    monkeypatch.setitem(cli.COMMANDS, "train", dataclasses.replace(cli.COMMANDS["train"], main=fake_train_cli.main))
     assert cli.main(["train", "--config", "x.yaml", "--help"]) == 7
     assert sys.modules["fake_train_cli"].seen == [["--config", "x.yaml", "--help"]]
 
 
 def test_parser_kind_lazy_command_registers_its_own_parser(monkeypatch, tmp_path):
     (tmp_path / "fake_sandbox_cli.py").write_text(
-        "def add_cli(sub):\n"
-        "    p = sub.add_parser('sandbox')\n"
+        "import argparse\n"
+        "def main(argv):\n"
+        "    p = argparse.ArgumentParser(prog='sopgym sandbox')\n"
         "    p.add_argument('--n', type=int)\n"
-        "    p.set_defaults(func=lambda a: a.n)\n"
+        "    return p.parse_args(argv).n\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    fake = dataclasses.replace(cli.LAZY_COMMANDS["sandbox"], module="fake_sandbox_cli", attr="add_cli")
-    monkeypatch.setitem(cli.LAZY_COMMANDS, "sandbox", fake)
+    import fake_sandbox_cli
+
+    monkeypatch.setitem(cli.COMMANDS, "sandbox", dataclasses.replace(cli.COMMANDS["sandbox"], main=fake_sandbox_cli.main))
     assert cli.main(["sandbox", "--n", "5"]) == 5
 
 
@@ -222,7 +228,8 @@ def test_sopbench_hook_hands_over_to_the_adapter_parser(capsys):
 
 def test_lazy_modules_are_not_imported_for_other_commands():
     code = ("import sys; from sopgym.cli import main; main(['list']); "
-            "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.train_command', 'sopgym.sopbench.sopbench_command') "
+            "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.config', 'sopgym.sopbench', 'sopgym.evaluation.report', "
+            "'sopgym.authoring.quality', 'sopgym.integrations.openenv_server') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -1,4 +1,5 @@
-"""``sopgym new-domain NAME``: scaffold a domain pack that passes ``sopgym validate-domain``.
+"""A domain pack scaffold that passes ``sopgym validate-domain`` (``sopgym new-domain NAME``:
+:mod:`sopgym.cli.new_domain`).
 
 The scaffold is the worked example of docs/adding_a_domain.md: a warranty-claim review domain in
 the one layout every authored pack has (``__init__.py``, ``tools.py``, ``generator.py``,
@@ -8,12 +9,10 @@ the one layout every authored pack has (``__init__.py``, ``tools.py``, ``generat
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from pathlib import Path
 
-__all__ = ["new_domain", "add_new_domain_cli", "TEMPLATES", "TEMPLATE_SOP"]
+__all__ = ["new_domain", "TEMPLATES", "TEMPLATE_SOP"]
 
 TEMPLATE_SOP = """\
 # SOP WC-1: __TITLE__ (warranty claim review)
@@ -272,23 +271,3 @@ def new_domain(name: str, dest: str | Path = "sop_tasks", title: str | None = No
     for filename, template in TEMPLATES.items():
         (folder / filename).write_text(template.replace("__NAME__", name).replace("__TITLE__", title), encoding="utf-8")
     return folder
-
-
-def _cmd_new_domain(args: argparse.Namespace) -> int:
-    """Exit codes: 0 written, 2 a bad name or destination (one line on stderr)."""
-    try:
-        folder = new_domain(args.name, args.dest, args.title)
-    except (ValueError, OSError) as exc:
-        print(f"sopgym new-domain: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {folder}/: {', '.join(TEMPLATES)}\nnext: edit them, then run: sopgym validate-domain {folder}")
-    return 0
-
-
-def add_new_domain_cli(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("new-domain", help="scaffold a domain pack that passes validate-domain")
-    p.add_argument("name", help="CamelCase domain name, e.g. WarrantyClaims")
-    p.add_argument("--dest", default="sop_tasks", help="parent folder (default: sop_tasks)")
-    p.add_argument("--title", help="human-readable title (default: from the name)")
-    p.set_defaults(func=_cmd_new_domain)
-    return p

@@ -14,8 +14,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any
+
+from sopgym.cli.arguments import json_object, non_negative_int, number_in, parse_env_args, positive_int
+from sopgym.cli.tables import table as _table
 
 __all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "check_output_paths",
            "MODEL_POLICIES"]
@@ -35,50 +37,14 @@ _MODEL_OPTIONS = {
 # --------------------------------------------------------------------------------------------------
 # Parser
 # --------------------------------------------------------------------------------------------------
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text}")
-        return value
-
-    parse.__name__ = f"integer >= {low}"
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
+_positive_int = positive_int
+_non_negative_int = non_negative_int
+_float = number_in
+_json_object = json_object
 
 
 def _episodes(text: str) -> int | str:
     return "all" if text == "all" else _positive_int(text)
-
-
-def _float(low: float, high: float = float("inf")):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number in [{low}, {high}], got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected a number in [{low}, {high}], got {text}")
-        return value
-
-    parse.__name__ = f"number in [{low}, {high}]"
-    return parse
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
-    return value
 
 
 def add_eval_parser(subparsers) -> argparse.ArgumentParser:
@@ -184,13 +150,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in (header, *rows)]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def format_results(results: dict[str, Any], env_id: str | None = None, policy: str | None = None,
                    split: str | None = None) -> str:
     """One env's metrics as the table ``sopgym eval`` prints."""
@@ -261,20 +220,6 @@ def format_suite(results: dict[str, Any]) -> str:
                  _fmt(suite["invalid_action_rate"]), _fmt(suite["mean_turns"]),
                  _fmt(suite.get("sopbench_compat_task_success_rate")) if "sopbench_compat_task_success_rate" in suite else ""])
     return _table(["env", "success", "95% CI", "field acc.", "invalid", "turns", "compat"], rows)
-
-
-def parse_env_args(items: Sequence[str]) -> dict[str, Any]:
-    """``["max_turns=4", "tools_runner=subprocess"]`` -> ``{"max_turns": 4, "tools_runner": "subprocess"}``."""
-    kwargs: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--env-arg expects KEY=VALUE with KEY an identifier, got {item!r}")
-        try:
-            kwargs[key] = json.loads(text)
-        except json.JSONDecodeError:
-            kwargs[key] = text
-    return kwargs
 
 
 def _is_trajectory_file(path: str) -> bool:

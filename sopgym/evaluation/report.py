@@ -1,4 +1,5 @@
-"""``sopgym report RESULTS...``: a leaderboard (Markdown and CSV) and plots from ``sopgym eval`` results.
+"""A leaderboard (Markdown and CSV) and plots from ``sopgym eval`` results (``sopgym report RESULTS...``:
+:mod:`sopgym.cli.report`).
 
 Each results file is one run (one model or policy over one or more envs). The report puts them side
 by side:
@@ -18,16 +19,14 @@ files would otherwise share a name.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["load_results", "build_report", "leaderboard_rows", "add_report_cli"]
+__all__ = ["load_results", "build_report", "leaderboard_rows"]
 
 CSV_COLUMNS = (
     "model", "env", "episodes", "task_success_rate", "ci95_low", "ci95_high", "sopbench_compat_task_success_rate",
@@ -248,32 +247,3 @@ def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
         except ImportError as exc:
             written["plots_skipped"] = f"matplotlib is missing ({exc}): pip install 'sopgym[report]'"
     return written
-
-
-def add_report_cli(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("report", help="leaderboard (Markdown, CSV) and plots from `sopgym eval` results",
-                                   description="Puts results files of `sopgym eval --out` side by side: models x envs.")
-    parser.add_argument("results", nargs="+", help="results JSON files (one per model/run)")
-    parser.add_argument("--out", required=True, help="folder for leaderboard.md, leaderboard.csv and the PNG plots")
-    parser.add_argument("--no-plots", action="store_true", help="tables only")
-    parser.set_defaults(func=cmd_report)
-    return parser
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        print(f"sopgym report: --out {args.out!r} is a file; expected a folder", file=sys.stderr)
-        return 2
-    try:
-        written = build_report(args.results, args.out, plots=not args.no_plots)
-    except (OSError, ValueError) as exc:
-        print(f"sopgym report: {exc}", file=sys.stderr)
-        return 2
-    print(written["markdown"].read_text(encoding="utf-8"))
-    for key in ("markdown", "csv"):
-        print(f"{key}: {written[key]}")
-    for path in written["plots"]:
-        print(f"plot: {path}")
-    if written["plots_skipped"]:
-        print(f"sopgym report: no plots: {written['plots_skipped']}", file=sys.stderr)
-    return 0

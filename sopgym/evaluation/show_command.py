@@ -21,7 +21,7 @@ __all__ = ["add_show_parser", "cmd_show", "read_trajectory", "format_episode", "
 
 
 def add_show_parser(subparsers) -> argparse.ArgumentParser:
-    from .eval_command import _non_negative_int
+    from sopgym.cli.arguments import non_negative_int as _non_negative_int
 
     parser = subparsers.add_parser("show", help="print an episode of a trajectory file readably (or write HTML)")
     parser.add_argument("path", help="JSONL written by `sopgym eval --trajectories` or RecordTrajectory")

@@ -1,4 +1,5 @@
-"""sopgym as an OpenEnv environment server: ``sopgym serve --env ID`` (extra ``server``).
+"""sopgym as an OpenEnv environment server: ``sopgym serve --env ID`` (extra ``server``; the command is
+:mod:`sopgym.cli.serve`).
 
 The app is OpenEnv's own (``openenv.core.env_server.create_app``) over :class:`SopgymEnvironment`, an
 OpenEnv ``MCPEnvironment`` holding one sopgym env (``gymnasium.make(env_id, **env_kwargs)``) per
@@ -42,7 +43,6 @@ records. Bind it to loopback (the default) or put it behind something that authe
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import sys
@@ -91,7 +91,7 @@ from .protocol import (
 
 __all__ = [
     "SopgymAction", "SopgymObservation", "SopgymToolObservation", "SopgymState", "SopgymEnvironment",
-    "ServedEnv", "RequestError", "SessionClosedError", "create_server_app", "serve", "add_serve_cli",
+    "ServedEnv", "RequestError", "SessionClosedError", "create_server_app", "serve",
     "TASK_PREVIEW",
 ]
 
@@ -558,44 +558,3 @@ def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs:
           f"/{task_api_name(env_id)}/...; at most {max_sessions} sessions, idle timeout "
           f"{'none' if idle_timeout_s is None else f'{idle_timeout_s:g} s'})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=MAX_REQUEST_BYTES)
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"expected a port in 1..65535, got {text}")
-    return value
-
-
-def add_serve_cli(subparsers) -> argparse.ArgumentParser:
-    """Register ``sopgym serve`` (a lazily imported subcommand: it needs the ``server`` extra)."""
-    parser = subparsers.add_parser(
-        "serve", help="serve one env over OpenEnv's protocol (sessions, MCP tools, task API)",
-        description="Serves one sopgym env as an OpenEnv environment server: one env per WebSocket session, MCP "
-                    "tools/list and tools/call, and the task API. Clients: OpenEnv's EnvClient/MCPToolClient, or "
-                    "gymnasium.make('sopgym/Remote-v0', url=...). See docs/integrations.md.")
-    parser.add_argument("--env", required=True, help="env id, e.g. sopgym/CustomerServiceTroubleshooting-v0 (see `sopgym list`)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only; the server has no authentication)")
-    parser.add_argument("--port", type=_port, default=8000)
-    parser.add_argument("--max-sessions", type=int, default=8, help="sessions (envs) at once; more are refused")
-    parser.add_argument("--idle-timeout", type=float, default=600.0,
-                        help="seconds without a message after which a session and its env are closed (0: never)")
-    parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="a gymnasium.make kwarg for every session's env (repeatable; VALUE read as JSON when it "
-                             "parses), e.g. --env-arg sandbox=docker --env-arg max_turns=12")
-    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-    parser.set_defaults(func=cmd_serve)
-    return parser
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from sopgym.evaluation.eval_command import parse_env_args
-
-    try:
-        env_kwargs = parse_env_args(args.env_arg)
-        serve(args.env, host=args.host, port=args.port, env_kwargs=env_kwargs, max_sessions=args.max_sessions,
-              idle_timeout_s=args.idle_timeout or None, log_level=args.log_level)
-    except ValueError as exc:
-        print(f"sopgym serve: {exc}", file=sys.stderr)
-        return 2
-    return 0

@@ -8,7 +8,7 @@ packs, registration), ``tool_server`` (runs the checkout's tools.py; standard li
 ``runners`` (Docker by default; subprocess/in-process when trusted), ``replay`` (record, replay,
 drift, non-determinism), ``sopbench_toolbox`` (exact texts -> outcomes), ``sopbench_env`` (SopBenchEnv), ``prompts``,
 ``compat`` (the ``sopbench-compat`` scorer, never a reward), ``groundtruth`` and ``policy`` (the
-``groundtruth-replay`` baseline), ``check`` (record/check), ``sopbench_command`` (the CLI).
+``groundtruth-replay`` baseline), ``check`` (record/check); the command line is ``sopgym sopbench`` (:mod:`sopgym.cli.sopbench`).
 """
 
 from .adapter import NAMESPACE, Registered, build_pack, get_registered, register, registered

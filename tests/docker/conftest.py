@@ -41,7 +41,7 @@ def docker_client():
         _unavailable(str(exc))
     tag = image.image_tag()
     if not image.image_exists(tag, client):
-        _unavailable(f"image {tag} is not built; run `python -m sopgym.sandboxes.docker build`")
+        _unavailable(f"image {tag} is not built; run `python -m sopgym sandbox build`")
     yield client
     pool.shutdown()
 

@@ -72,7 +72,7 @@ def test_import_registers_sopbench_dir_and_never_fails(tmp_path):
 
 
 def test_cli_check_prints_the_audit(tmp_path, capsys):
-    from sopgym.sopbench.sopbench_command import main
+    from sopgym.cli import main
 
     assert main(["sopbench", "check", str(FIXTURES), "--runner", "inprocess", "--trust-tools-code", "--domain", "helpdesk",
                  "--recordings-dir", str(tmp_path), "--json"]) == 0
@@ -81,7 +81,7 @@ def test_cli_check_prints_the_audit(tmp_path, capsys):
 
 
 def test_cli_record_writes_a_recording(tmp_path, capsys):
-    from sopgym.sopbench.sopbench_command import main
+    from sopgym.cli import main
 
     assert main(["sopbench", "record", str(FIXTURES), "--runner", "inprocess", "--trust-tools-code", "--recordings-dir", str(tmp_path)]) == 0
     assert (tmp_path / "helpdesk.json").is_file() and (tmp_path / "intake.json").is_file()

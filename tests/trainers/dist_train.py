@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
-from sopgym.trainers import loop, optimise, train_command
+from sopgym.cli import train as train_command
+from sopgym.trainers import loop, optimise
 
 from . import fake_env
 

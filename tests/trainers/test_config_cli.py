@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from sopgym.cli.train import main
 from sopgym.trainers.config import ConfigError, apply_overrides, config_from_dict, load_config
-from sopgym.trainers.train_command import main
 
 from . import fake_env  # noqa: F401  (registers sopgym-test/Fake-v0)
 

@@ -161,7 +161,7 @@ def test_resume_allowed_to_change_the_learning_rate_trains_at_the_new_one(tmp_pa
 
 
 def test_train_command_exits_2_on_a_changed_config(tmp_path, tok_dir, capsys):
-    from sopgym.trainers.train_command import main
+    from sopgym.cli.train import main
 
     base = ["env.env_ids=[sopgym-test/Fake-v0]", f"model.tokenizer={tok_dir}", "model.scratch_hidden_size=32",
             "model.scratch_num_layers=1", "model.scratch_intermediate_size=64", "env.max_context=512",

@@ -4,7 +4,7 @@ Modules, one concern each: ``hardening`` (the only place Docker options are buil
 (offline/Dockerfile build, content-hash tags), ``pool`` (lifecycle, cleanup, reaper), ``channel``
 (the persistent attach stream), ``server`` (runs inside the container), ``backend`` (the
 :class:`~sopgym.sandboxes.base.StatefulBackend` and :class:`~sopgym.sandboxes.base.CodeRunner`),
-``sandbox_command`` (``sopgym sandbox build|status|gc``). See docs/sandboxes.md.
+``maintenance`` (status and clean-up: ``sopgym sandbox status|gc``). See docs/sandboxes.md.
 
 Importing this package needs the docker SDK (``pip install 'sopgym[docker]'``); an ImportError here
 is what :mod:`sopgym.sandboxes.factory` turns into ``SandboxUnavailable``.
@@ -16,8 +16,8 @@ from .backend import DockerCodeRunner, DockerStatefulBackend
 from .errors import ChannelTimeout, ContainerLost, DaemonUnreachable, ImageMissing, ProgramError
 from .hardening import ContainerHardening
 from .image import build_image, image_tag
+from .maintenance import gc, status
 from .pool import ContainerPool, reap, shutdown
-from .sandbox_command import gc, status
 
 __all__ = [
     "DockerStatefulBackend", "DockerCodeRunner", "ContainerHardening", "ContainerPool", "build_image", "image_tag",

@@ -1,7 +1,7 @@
 """``sopgym train --config configs/X.yaml [key=value ...]``: the trainer's command line.
 
-Wired into the ``sopgym`` command as its ``train`` subcommand; ``main(argv)`` accepts the arguments
-after ``train`` (a leading ``train`` is tolerated). Data-parallel on N processes (docs/scaling.md):
+``main(argv)`` takes the arguments after ``train`` (a leading ``train`` is tolerated, so a script
+can hand it its whole ``sys.argv[1:]``). Data-parallel on N processes (docs/scaling.md):
 
     torchrun --nproc-per-node N -m sopgym train --config configs/X.yaml
 """
@@ -12,6 +12,15 @@ import argparse
 import logging
 import os
 import sys
+
+__all__ = ["build_parser", "main", "needs"]
+
+
+def needs() -> None:
+    """What reading a config takes: PyYAML (the ``train`` extra) and the config module."""
+    import yaml  # noqa: F401
+
+    from sopgym.trainers import config  # noqa: F401
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,13 +34,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _config_errors(problems: list[str]) -> int:
+    for problem in problems:
+        print(f"sopgym train: {problem}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
         argv = argv[1:]
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from .config import ConfigError, config_to_dict, load_config, runtime_problems
+    from sopgym.trainers.config import ConfigError, config_to_dict, load_config, runtime_problems
 
     try:
         cfg = load_config(args.config, args.overrides)
@@ -40,15 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 raise ConfigError(problems)
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"sopgym train: {problem}", file=sys.stderr)
-        return 2
+        return _config_errors(exc.problems)
     if args.print_config:
         import yaml
 
         print(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         return 0
-    from .loop import train
+    from sopgym.trainers.loop import train
 
     if "TORCHELASTIC_ERROR_FILE" in os.environ:
         # Under torchrun: a rank's exception goes to the error file torchrun reads, so its summary
@@ -56,17 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         from torch.distributed.elastic.multiprocessing.errors import record
 
         train = record(train)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
     try:
         result = train(cfg, resume=not args.no_resume, allow_config_change=args.allow_config_change)
     except ConfigError as exc:  # found once the checkpoint or tokenizer is read, before any training
-        if int(os.environ.get("RANK", "0")) == 0:
-            for problem in exc.problems:
-                print(f"sopgym train: {problem}", file=sys.stderr)
-        return 2
-    if int(os.environ.get("RANK", "0")) == 0:
+        return _config_errors(exc.problems if rank0 else [])
+    if rank0:
         print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,18 +1,15 @@
-"""``sopgym sandbox build|status|gc``: build the image, report, clean up.
-
-:func:`add_sandbox_cli` registers the ``sandbox`` subcommand on the ``sopgym`` argument parser;
-:func:`status` and :func:`gc` are also plain functions returning data.
-"""
+"""The sandbox's upkeep: :func:`status` (the daemon, the image this code needs, the labelled
+containers with their hardening audit) and :func:`gc` (remove expired or orphaned containers and
+outdated images). Plain functions returning data; ``sopgym sandbox status|gc`` prints them
+(:mod:`sopgym.cli.sandbox`)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import time
 from typing import Any
 
-__all__ = ["add_sandbox_cli", "status", "gc", "run_sandbox_cli"]
+__all__ = ["status", "gc"]
 
 
 def status(client=None) -> dict[str, Any]:
@@ -76,51 +73,3 @@ def gc(client=None, *, images: bool = False, include_own: bool = False) -> dict[
                     except Exception as exc:  # noqa: BLE001 - in use by a container: keep it
                         logging.getLogger(__name__).warning("keeping image %s: %s", tag, exc)
     return removed
-
-
-def add_sandbox_cli(subparsers) -> argparse.ArgumentParser:
-    """Register ``sandbox build|status|gc`` on an ``argparse`` subparsers object.
-
-    The handler is stored as ``func`` (call ``args.func(args)``; it returns an exit code).
-    """
-    sandbox = subparsers.add_parser("sandbox", help="Docker sandbox image and containers")
-    sub = sandbox.add_subparsers(dest="sandbox_cmd", required=True)
-    build = sub.add_parser("build", help="build the sandbox image if its content hash changed")
-    build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
-    build.add_argument("--method", choices=("offline", "dockerfile"), default="offline",
-                       help="offline: debootstrap + docker import (no registry); dockerfile: needs a registry")
-    build.add_argument("--mirror", default=None, help="Debian mirror for debootstrap")
-    sub.add_parser("status", help="daemon, image and sandbox containers (with hardening audit)")
-    clean = sub.add_parser("gc", help="remove expired or orphaned sandbox containers")
-    clean.add_argument("--images", action="store_true", help="also remove outdated sandbox images")
-    clean.add_argument("--all", action="store_true", help="also remove this process's containers")
-    sandbox.set_defaults(func=run_sandbox_cli)
-    return sandbox
-
-
-def run_sandbox_cli(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    if args.sandbox_cmd == "build":
-        from .image import DEFAULT_MIRROR, build_image
-
-        print(build_image(force=args.force, method=args.method, mirror=args.mirror or DEFAULT_MIRROR))
-        return 0
-    if args.sandbox_cmd == "status":
-        report = status()
-        print(json.dumps(report, indent=2))
-        return 0 if not report["daemon"].startswith("unreachable") else 1
-    if args.sandbox_cmd == "gc":
-        print(json.dumps(gc(images=args.images, include_own=args.all), indent=2))
-        return 0
-    raise ValueError(f"unknown sandbox command {args.sandbox_cmd!r}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sopgym.sandboxes.docker.sandbox_command")
-    add_sandbox_cli(parser.add_subparsers(dest="cmd", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

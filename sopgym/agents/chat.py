@@ -22,9 +22,10 @@ env's chat into those requests and the answers into env actions, one round of th
   request the server refuses outright (a 4xx such as tools without auto tool choice) raises
   :class:`ServerRefused` out of the run: no retry or other episode can fix the configuration.
 * **Accounting**: per turn, prompt and completion tokens, latency, ``finish_reason`` (``length``:
-  cut by ``max_tokens``) and attempts; per episode their sums and, with prices, the cost. They go to
-  ``EpisodeResult.extra`` (``turns``: one entry per env turn; ``model``: the episode's totals) and
-  from there into the trajectory lines.
+  cut by ``max_tokens``), attempts, ``truncated`` (``max_reply_bytes``: cut by the client's byte cap)
+  and, when the server's counts were dropped, ``usage_warnings``; per episode their sums and, with
+  prices, the cost. They go to ``EpisodeResult.extra`` (``turns``: one entry per env turn;
+  ``model``: the episode's totals) and from there into the trajectory lines.
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class Completion:
         prompt_tokens, completion_tokens: usage as reported (None when the server gave none).
         latency_s: seconds of the attempt that answered (or of the batch, for a local model).
         attempts: requests sent, retries included.
+        truncated: ``max_reply_bytes`` when the client cut the reply at its byte cap (the server
+            ignored ``max_tokens``), else None.
+        usage_warnings: why reported token counts were dropped (recorded as missing).
     """
 
     message: dict[str, Any]
@@ -87,6 +91,8 @@ class Completion:
     completion_tokens: int | None
     latency_s: float
     attempts: int = 1
+    truncated: str | None = None
+    usage_warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,7 +253,8 @@ class _Episode:
 
 def usage_totals(turns: Sequence[dict[str, Any]], prices: Prices | None = None) -> dict[str, Any]:
     """An episode's (or a run's) totals from per-turn entries: tokens (None when any turn lacks them),
-    latency, requests, turns cut by ``max_tokens``, and the cost when prices are given."""
+    latency, requests, turns cut by ``max_tokens`` and by the reply byte cap, and the cost when prices
+    are given."""
     prompt = [t.get("prompt_tokens") for t in turns]
     completion = [t.get("completion_tokens") for t in turns]
     prompt_total = None if any(x is None for x in prompt) else int(sum(prompt))
@@ -259,6 +266,7 @@ def usage_totals(turns: Sequence[dict[str, Any]], prices: Prices | None = None) 
         "completion_tokens": completion_total,
         "latency_s": float(sum(t.get("latency_s") or 0.0 for t in turns)),
         "max_tokens_cuts": sum(t.get("finish_reason") == "length" for t in turns),
+        "reply_byte_cuts": sum(t.get("truncated") == "max_reply_bytes" for t in turns),
     }
     if prices is not None:
         totals["cost_usd"] = prices.cost(prompt_total, completion_total)
@@ -337,9 +345,12 @@ class ChatAgent:
                              "latency_s": answer.latency_s}
                 actions.append(EndEpisode(answer.cause, answer.message))
                 continue
-            ep.turns.append({"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
-                             "latency_s": answer.latency_s, "finish_reason": answer.finish_reason,
-                             "attempts": answer.attempts})
+            turn = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+                    "latency_s": answer.latency_s, "finish_reason": answer.finish_reason, "attempts": answer.attempts,
+                    "truncated": answer.truncated}
+            if answer.usage_warnings:
+                turn["usage_warnings"] = list(answer.usage_warnings)
+            ep.turns.append(turn)
             actions.append(reply_action(answer.message))
         return actions
 

@@ -6,17 +6,26 @@ What it does about servers (defaults chosen so a local server on a CPU works as 
 * **Readiness**: before the first request it waits (``server_wait_s``, default 10 min) until
   ``GET /models`` answers, so a server still loading its model is not taken for a failing one. A
   401/403 there stops the run at once (a bad key).
-* **Timeouts**: one per request (``request_timeout_s``, default 20 min: CPU turns of 6 minutes were
-  measured); no single read may take longer either.
+* **Deadlines**: each attempt has a wall-clock deadline (``request_timeout_s``, default 20 min: CPU
+  turns of 6 minutes were measured) over all of it (connect, headers, body), and each probe of the
+  start-up wait one within ``server_wait_s``. A watchdog shuts the attempt's socket down at the
+  deadline, which ends a read blocked on it whatever the server sends or withholds (SSE keep-alive
+  comments, a body dripped a byte at a time, bytes that never form an event): the HTTP library's own
+  timeouts restart with every byte. Each attempt opens its own connection (``Connection: close``) so
+  the watchdog knows its socket from the start.
+* **Answers** are read with bounds and checked (:mod:`.openai_answers`): a malformed one (no choice,
+  invalid JSON, a tool call that is not an object, a choice or tool-call index out of place, ...)
+  fails its attempt like a 5xx; a reply longer than ``max_reply_bytes`` is cut there and labelled;
+  token counts that are not sane integers are recorded as missing with a warning.
 * **Streaming** (default): the answer is read as a stream, so abandoning a request (a timeout, or a
   run that stops) closes its connection and servers that abort on disconnect (vLLM, SGLang,
   ``transformers serve``'s streaming path) stop generating: a retry never queues behind the
   abandoned attempt. A retry is sent only after the previous attempt's connection is closed.
   ``stream=False`` for servers whose streaming misbehaves.
-* **Retries**: on timeouts, connection errors, 408/409/429 and 5xx, up to ``max_retries`` times,
-  waiting ``initial_backoff_s * 2**i`` (at most ``max_backoff_s``, jittered) or the server's
-  ``Retry-After``; after a connection error or timeout the retry also waits until the server answers
-  again. A request that still fails ends only its episode, as an infrastructure failure.
+* **Retries**: on timeouts, connection errors, malformed answers, 408/409/429 and 5xx, up to
+  ``max_retries`` times, waiting ``initial_backoff_s * 2**i`` (at most ``max_backoff_s``, jittered)
+  or the server's ``Retry-After``; after a connection error or timeout the retry also waits until the
+  server answers again. A request that still fails ends only its episode, as an infrastructure failure.
 * **Refusals**: any other 4xx (unknown model, ``tools`` on a server started without auto tool choice,
   unexpected fields) raises :class:`~.chat.ServerRefused` with the server's message: the run stops,
   since every other request would be refused too. A context-length error (the prompt does not fit)
@@ -32,9 +41,12 @@ was set.
 from __future__ import annotations
 
 import email.utils
+import importlib
+import logging
 import os
 import random
 import re
+import socket
 import threading
 import time
 import urllib.parse
@@ -44,11 +56,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .chat import ChatRequest, Completion, RequestFailed, ServerRefused
+from .openai_answers import Answer, BadAnswer, StreamReader, loads, parse_body, read_body, wire_limit
 
 __all__ = ["OpenAIChatConfig", "OpenAIChatModel", "is_context_length_error"]
 
+log = logging.getLogger(__name__)
+
 #: Statuses worth retrying (the SDK's own rule): timeout, conflict, rate limit, server errors.
 RETRY_STATUSES = frozenset({408, 409, 429})
+#: The most bytes of a ``GET /models`` body read (providers with hundreds of models send a few MB).
+MODELS_BODY_LIMIT = 16 << 20
 _CONTEXT_RE = re.compile(
     r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long|"
     r"input is too long|exceeds the (?:model'?s? )?(?:maximum|max)",
@@ -73,13 +90,18 @@ class OpenAIChatConfig:
         chat_template_kwargs: sent as ``chat_template_kwargs`` (vLLM, SGLang, ``transformers serve``),
             e.g. ``{"enable_thinking": false}``.
         extra_body: other fields merged into the request body (e.g. ``{"top_k": 20}``).
-        request_timeout_s: the whole of one attempt, and the longest single read.
+        request_timeout_s: the wall-clock deadline of one attempt (connect, headers and body).
         max_retries: retries after the first attempt.
         initial_backoff_s, max_backoff_s: the retry waits (see the module docstring).
         server_wait_s: how long to wait for the server to answer at the start and after a
-            connection error or timeout.
+            connection error or timeout (a deadline too; the first probe gets at least 1 s).
         max_concurrency: requests in flight at most.
         stream: read answers as streams (see the module docstring).
+        max_reply_bytes: the most UTF-8 bytes of reply text (content, tool names and arguments) kept
+            per answer; the rest is not read and the turn is labelled ``truncated="max_reply_bytes"``.
+            It bounds what a server that ignores ``max_tokens`` can make a record (and every later
+            request of the episode) hold. A non-streamed body longer than about 8x the cap fails
+            its attempt instead (it cannot be cut and read).
     """
 
     base_url: str
@@ -99,6 +121,7 @@ class OpenAIChatConfig:
     server_wait_s: float = 600.0
     max_concurrency: int = 1
     stream: bool = True
+    max_reply_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlparse(self.base_url)
@@ -126,6 +149,7 @@ class OpenAIChatConfig:
         _check_number("max_backoff_s", self.max_backoff_s, 0.0, float("inf"))
         _check_number("server_wait_s", self.server_wait_s, 0.0, float("inf"))
         _check_int("max_concurrency", self.max_concurrency, 1)
+        _check_int("max_reply_bytes", self.max_reply_bytes, 1)
 
     def public(self) -> dict[str, Any]:
         """The settings as stored in the results: the URL without credentials or query."""
@@ -166,6 +190,87 @@ class _Abandoned(Exception):
     """An attempt given up by the client: past its deadline, or the run stopped."""
 
 
+class _Deadline:
+    """A wall-clock deadline over one HTTP exchange, held by a watchdog timer.
+
+    While it is the current deadline of its thread, each connection the exchange opens is noted
+    (httpcore's ``trace`` request extension, set by :meth:`OpenAIChatModel._on_request`) as a
+    duplicate of its socket. At the deadline, or when :meth:`expire` is called (the run stopped), the
+    connection is shut down through it: a read blocked on the socket returns at once (closing the
+    socket from another thread would not wake it), during the TLS handshake too. The duplicates are
+    closed when the exchange ends, so the connection closes with the exchange.
+    """
+
+    _current = threading.local()
+
+    def __init__(self, seconds: float, reason: str, registry: set[_Deadline], lock: threading.Lock):
+        self.expired: str | None = None
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._over = False
+        self._timer = threading.Timer(max(0.0, seconds), self.expire, (reason,))
+        self._timer.daemon = True
+        self._registry, self._registry_lock = registry, lock
+
+    @classmethod
+    def current(cls) -> _Deadline | None:
+        return getattr(cls._current, "deadline", None)
+
+    def trace(self, name: str, info: dict[str, Any]) -> None:
+        if not name.endswith(".connect_tcp.complete"):
+            return
+        sock = info["return_value"].get_extra_info("socket")
+        with self._lock:
+            self._sockets.append(sock.dup())
+            if self.expired is not None:
+                self._shutdown()
+
+    def _shutdown(self) -> None:
+        for sock in self._sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the peer has gone already
+
+    def expire(self, reason: str) -> None:
+        with self._lock:
+            if self._over:
+                return
+            if self.expired is None:
+                self.expired = reason
+            self._shutdown()
+
+    def check(self) -> None:
+        """Raise :class:`_Abandoned` if the deadline has passed."""
+        if self.expired is not None:
+            raise _Abandoned(self.expired)
+
+    def __enter__(self) -> _Deadline:
+        with self._registry_lock:
+            self._registry.add(self)
+        self._current.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+        self._current.deadline = None
+        with self._lock:
+            self._over = True
+            for sock in self._sockets:
+                sock.close()
+            self._sockets.clear()
+        with self._registry_lock:
+            self._registry.discard(self)
+
+
+def _http_errors(openai: Any) -> type[Exception]:
+    """The base error of the HTTP library under the SDK (``httpx``; ``httpx2`` for SDK 3), which a raw
+    response's ``iter_bytes`` raises as is."""
+    client_class = openai.DefaultHttpxClient.__mro__[1]  # httpx.Client or httpx2.Client
+    return importlib.import_module(client_class.__module__.split(".")[0]).HTTPError
+
+
 @dataclass
 class _Attempts:
     count: int = 0
@@ -187,52 +292,92 @@ class OpenAIChatModel:
 
         self.config = config
         self._openai = openai
+        self._http_errors = _http_errors(openai)
         self.client = openai.OpenAI(
             base_url=config.base_url,
             api_key=os.environ.get(config.api_key_env) or "no-key",
             max_retries=0,  # retries are ours: backoff, health waits and the refusal rule above
             timeout=openai.Timeout(config.request_timeout_s, connect=min(30.0, config.request_timeout_s)),
+            default_headers={"Connection": "close"},  # a connection per attempt: its deadline watches it from the start
+            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
         )
         self._pool = ThreadPoolExecutor(max_workers=config.max_concurrency, thread_name_prefix="sopgym-openai")
         self._stop = threading.Event()
         self._health = threading.Lock()
+        self._deadlines: set[_Deadline] = set()
+        self._deadlines_lock = threading.Lock()
         self._ready = False
         self.served_models: list[str] | None = None
+
+    @staticmethod
+    def _on_request(request: Any) -> None:
+        deadline = _Deadline.current()
+        if deadline is not None:
+            request.extensions = {**request.extensions, "trace": deadline.trace}
+
+    def _deadline(self, seconds: float, reason: str) -> _Deadline:
+        deadline = _Deadline(seconds, reason, self._deadlines, self._deadlines_lock)
+        if self._stop.is_set():
+            deadline.expire("the run stopped")
+        return deadline
+
+    def _abandon_all(self) -> None:
+        """Stop now: every exchange in flight ends (its sockets shut down)."""
+        self._stop.set()
+        with self._deadlines_lock:
+            deadlines = list(self._deadlines)
+        for deadline in deadlines:
+            deadline.expire("the run stopped")
 
     # -- readiness ----------------------------------------------------------------------------------
     def wait_until_ready(self, timeout_s: float | None = None) -> None:
         """Block until the server answers ``GET /models`` (at most ``timeout_s``, default
-        ``server_wait_s``).
+        ``server_wait_s``; the first probe gets at least 1 s).
 
         Raises:
             ServerRefused: the server refused the key (401/403), or never answered in time.
         """
-        if not self._healthy(self.config.server_wait_s if timeout_s is None else timeout_s):
+        timeout_s = self.config.server_wait_s if timeout_s is None else timeout_s
+        if not self._healthy(timeout_s):
             raise ServerRefused(None, f"the server at {self.config.public()['base_url']} did not answer GET /models within "
-                                      f"{self.config.server_wait_s if timeout_s is None else timeout_s:.0f} s "
-                                      "(is it running? raise --server-wait for a server still loading)")
+                                      f"{timeout_s:g} s (is it running? raise --server-wait for a server still loading)")
         self._ready = True
 
     def _healthy(self, timeout_s: float) -> bool:
-        openai = self._openai
         deadline = time.monotonic() + timeout_s
         with self._health:
+            probe_s = min(30.0, max(1.0, timeout_s))
             while True:
-                try:
-                    page = self.client.models.list(timeout=min(30.0, max(1.0, timeout_s)))
-                    self.served_models = [m.id for m in page.data][:50]
+                if self._probe(probe_s):
                     return True
-                except openai.APIStatusError as exc:
-                    if exc.status_code in (401, 403):
-                        raise ServerRefused(exc.status_code, f"the server refused the API key from ${self.config.api_key_env} "
-                                                             f"(HTTP {exc.status_code}): {_server_message(exc)}") from None
-                    if exc.status_code < 500:
-                        return True  # it answered; some servers have no /models
-                except (openai.APIConnectionError, openai.APIError):
-                    pass
-                if self._stop.is_set() or time.monotonic() >= deadline:
+                left = deadline - time.monotonic()
+                if self._stop.is_set() or left <= 0 or self._stop.wait(min(2.0, left)):
                     return False
-                time.sleep(min(2.0, max(0.0, deadline - time.monotonic())))
+                probe_s = min(30.0, deadline - time.monotonic())
+                if probe_s <= 0:
+                    return False
+
+    def _probe(self, timeout_s: float) -> bool:
+        """One ``GET /models`` within ``timeout_s``: whether the server answered."""
+        openai = self._openai
+        with self._deadline(timeout_s, f"GET /models took more than {timeout_s:g} s") as deadline:
+            try:
+                with self.client.models.with_streaming_response.list(timeout=timeout_s) as response:
+                    body = read_body(response.iter_bytes(), MODELS_BODY_LIMIT)
+                deadline.check()
+            except openai.APIStatusError as exc:
+                if deadline.expired is not None:
+                    return False
+                if exc.status_code in (401, 403):
+                    raise ServerRefused(exc.status_code, f"the server refused the API key from ${self.config.api_key_env} "
+                                                         f"(HTTP {exc.status_code}): {_server_message(exc)}") from None
+                return exc.status_code < 500  # below 500 it answered; some servers have no /models
+            except BadAnswer:
+                return True  # it answered, with a listing too long to keep
+            except (openai.APIError, _Abandoned, self._http_errors):
+                return False
+        self.served_models = _model_ids(body)
+        return True
 
     # -- requests -------------------------------------------------------------------------------------
     def complete_batch(self, requests: Sequence[ChatRequest]) -> list[Completion | RequestFailed]:
@@ -248,7 +393,7 @@ class OpenAIChatModel:
         for fut in done:
             exc = fut.exception()
             if exc is not None:
-                self._stop.set()  # abandon the others: their streams close at the next chunk
+                self._abandon_all()  # the others' exchanges end now
                 for other in futures:
                     other.cancel()
                 raise exc
@@ -291,16 +436,17 @@ class OpenAIChatModel:
             wait_s = self._backoff(retry)
             recover = False
             try:
-                message, finish, usage = self._send(request)
-                prompt_tokens = getattr(usage, "prompt_tokens", None) if usage is not None else None
-                completion_tokens = getattr(usage, "completion_tokens", None) if usage is not None else None
-                return Completion(message, finish, prompt_tokens, completion_tokens, time.monotonic() - started, tries.count)
+                answer = self._send(request)
+                for warning in answer.usage_warnings:
+                    log.warning("%s: %s", cfg.public()["base_url"], warning)
+                return Completion(answer.message, answer.finish_reason, answer.prompt_tokens, answer.completion_tokens,
+                                  time.monotonic() - started, tries.count, answer.truncated, answer.usage_warnings)
             except _Abandoned as exc:
                 if self._stop.is_set():
                     raise
-                last, recover = f"timed out after {cfg.request_timeout_s:.0f} s ({exc})", True
+                last, recover = f"timed out: {exc}", True
             except openai.APITimeoutError:
-                last, recover = f"timed out after {cfg.request_timeout_s:.0f} s", True
+                last, recover = f"timed out after {cfg.request_timeout_s:g} s", True
             except openai.APIConnectionError as exc:
                 last, recover = f"connection failed: {exc}", True
             except openai.APIStatusError as exc:
@@ -315,13 +461,18 @@ class OpenAIChatModel:
                                          tries.count, time.monotonic() - tries.started)
                 else:
                     raise ServerRefused(status, f"the server refused the request (HTTP {status}): {text}") from None
-            except openai.APIError as exc:  # an error event inside a stream: the server failed mid-answer
+            except BadAnswer as exc:
+                last = f"malformed answer: {exc}"
+            except openai.APIError as exc:
                 last = f"the server reported an error: {exc}"
+            except self._http_errors as exc:  # the body's transport failed mid-read
+                last, recover = f"connection failed while reading the answer: {type(exc).__name__}: {exc}", True
             if retry == cfg.max_retries:
                 break
-            time.sleep(wait_s)
+            if self._stop.wait(wait_s):
+                raise _Abandoned("the run stopped")
             if recover and not self._healthy(cfg.server_wait_s):
-                last += f"; the server did not answer again within {cfg.server_wait_s:.0f} s"
+                last += f"; the server did not answer again within {cfg.server_wait_s:g} s"
                 break
         return RequestFailed("inference", f"{cfg.public()['base_url']}: no answer after {tries.count} attempt(s): {last}",
                              tries.count, time.monotonic() - tries.started)
@@ -330,30 +481,34 @@ class OpenAIChatModel:
         cfg = self.config
         return min(cfg.max_backoff_s, cfg.initial_backoff_s * 2**retry) * random.uniform(0.75, 1.0)
 
-    def _send(self, request: ChatRequest) -> tuple[dict[str, Any], str | None, Any]:
-        """One attempt: (assistant message, finish_reason, usage)."""
-        body = self._body(request)
-        if not body.get("stream"):
-            response = self.client.chat.completions.create(**body)
-            choice = response.choices[0]
-            return _message_dict(choice.message), choice.finish_reason, response.usage
-        from openai.lib.streaming.chat import ChatCompletionStreamState
+    def _send(self, request: ChatRequest) -> Answer:
+        """One attempt, within its deadline: the checked answer.
 
-        deadline = time.monotonic() + self.config.request_timeout_s
-        state = ChatCompletionStreamState()
-        stream = self.client.chat.completions.create(**body)
-        try:
-            for chunk in stream:
-                state.handle_chunk(chunk)
-                if self._stop.is_set():
-                    raise _Abandoned("the run stopped")
-                if time.monotonic() > deadline:
-                    raise _Abandoned("the stream went past the request deadline")
-        finally:
-            stream.close()  # closes the connection: a server that aborts on disconnect stops generating
-        snapshot = state.current_completion_snapshot
-        choice = snapshot.choices[0]
-        return _message_dict(choice.message), choice.finish_reason, snapshot.usage
+        Raises:
+            _Abandoned: past the deadline, or the run stopped (whatever else the exchange raised).
+            BadAnswer: a malformed answer; the SDK's and the HTTP library's errors otherwise.
+        """
+        cfg = self.config
+        body = self._body(request)
+        with self._deadline(cfg.request_timeout_s, f"the attempt passed its {cfg.request_timeout_s:g} s deadline") as deadline:
+            try:
+                with self.client.chat.completions.with_streaming_response.create(**body) as response:
+                    chunks = response.iter_bytes()
+                    if body.get("stream"):
+                        reader = StreamReader(cfg.max_reply_bytes)
+                        for chunk in chunks:
+                            deadline.check()
+                            if reader.feed(chunk):
+                                break  # [DONE], or the reply's cap: leaving closes the connection
+                        deadline.check()
+                        answer = reader.answer()
+                    else:
+                        answer = parse_body(read_body(chunks, wire_limit(cfg.max_reply_bytes)), cfg.max_reply_bytes)
+            except Exception:
+                deadline.check()  # a read ended by the watchdog fails in whatever way the library reports it
+                raise
+            deadline.check()  # a stream ended by the watchdog can look finished
+        return answer
 
     def describe(self) -> dict[str, Any]:
         import openai
@@ -362,20 +517,22 @@ class OpenAIChatModel:
                 "served_models": self.served_models, "openai_sdk": openai.__version__}
 
     def close(self) -> None:
-        self._stop.set()
+        self._abandon_all()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.client.close()
 
 
-def _message_dict(message: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": getattr(message, "content", None)}
-    calls = getattr(message, "tool_calls", None) or []
-    if calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-            for c in calls
-        ]
-    return out
+def _model_ids(body: bytes) -> list[str] | None:
+    """The first 50 model ids of a ``GET /models`` listing (None when it holds none readably)."""
+    try:
+        listing = loads(body, "the model listing")
+    except BadAnswer:
+        return None
+    data = listing.get("data") if isinstance(listing, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return [i[:200] for i in ids[:50]]
 
 
 def _server_message(exc: Any) -> str:

@@ -29,7 +29,7 @@ _MODEL_OPTIONS = {
     "top_p": MODEL_POLICIES, "max_tokens": MODEL_POLICIES, "stop": ("openai",), "model_seed": MODEL_POLICIES,
     "tool_choice": ("openai",), "chat_template_kwargs": MODEL_POLICIES, "extra_body": ("openai",),
     "tools": MODEL_POLICIES, "history": MODEL_POLICIES, "request_timeout": ("openai",), "max_retries": ("openai",),
-    "server_wait": ("openai",), "no_stream": ("openai",), "price_prompt": MODEL_POLICIES,
+    "server_wait": ("openai",), "no_stream": ("openai",), "max_reply_bytes": ("openai",), "price_prompt": MODEL_POLICIES,
     "price_completion": MODEL_POLICIES, "device": ("hf",), "dtype": ("hf",), "threads": ("hf",), "max_context": ("hf",),
 }
 
@@ -120,12 +120,16 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
                        help="how past turns are sent: native (tool_calls + tool messages) or text (<tool_call> and "
                             "<tool_response> blocks); auto: native with native tools on openai, text otherwise")
     model.add_argument("--request-timeout", type=_float(0.001), default=None, metavar="S",
-                       help="openai: seconds per request attempt (default 1200)")
+                       help="openai: the wall-clock deadline of each request attempt, whatever the server sends "
+                            "(default 1200)")
     model.add_argument("--max-retries", type=_non_negative_int, default=None,
                        help="openai: retries on timeouts, connection errors, 408/409/429 and 5xx (default 6)")
     model.add_argument("--server-wait", type=_float(0.0), default=None, metavar="S",
                        help="openai: seconds to wait for the server to answer, at the start and after errors (default 600)")
     model.add_argument("--no-stream", action="store_true", help="openai: ask for whole answers instead of streams")
+    model.add_argument("--max-reply-bytes", type=_positive_int, default=None, metavar="N",
+                       help="openai: reply text kept per answer, in UTF-8 bytes (default 1048576); a longer reply (a "
+                            "server ignoring --max-tokens) is cut there, labelled truncated=max_reply_bytes")
     model.add_argument("--price-prompt", type=_float(0.0), default=None, metavar="USD",
                        help="price per million prompt tokens (with --price-completion: cost in the results)")
     model.add_argument("--price-completion", type=_float(0.0), default=None, metavar="USD",
@@ -194,6 +198,10 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
             ["turns cut by max_tokens", _fmt(usage["max_tokens_cut_rate"]), f"{usage['max_tokens_cuts']} of {usage['turns']}"],
             ["failed requests (infrastructure)", str(usage["failed_requests"]["inference"]), ""],
         ]
+        if usage.get("reply_byte_cuts"):
+            rows.append(["turns cut by --max-reply-bytes", str(usage["reply_byte_cuts"]), f"of {usage['turns']}"])
+        if usage.get("usage_dropped_turns"):
+            rows.append(["turns with token counts dropped", str(usage["usage_dropped_turns"]), "(not sane integers)"])
         if "cost_usd" in usage:
             rows.append(["cost (USD)", _fmt(usage["cost_usd"]), ""])
     samples = (f"{results['min_samples_per_task']}" if results["min_samples_per_task"] == results["max_samples_per_task"]
@@ -310,6 +318,7 @@ def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             "max_tokens": args.max_tokens, "stop": tuple(args.stop) if args.stop else None, "tool_choice": args.tool_choice,
             "chat_template_kwargs": args.chat_template_kwargs, "extra_body": args.extra_body,
             "request_timeout_s": args.request_timeout, "max_retries": args.max_retries, "server_wait_s": args.server_wait,
+            "max_reply_bytes": args.max_reply_bytes,
         }.items() if value is not None}
         config = OpenAIChatConfig(args.base_url, args.model, max_concurrency=args.concurrency, stream=not args.no_stream,
                                   **settings)

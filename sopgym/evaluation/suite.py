@@ -387,7 +387,8 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 
 def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
     """A model's usage over episodes (None when no episode carries any): totals, per-episode and
-    per-turn means, turn latency percentiles, turns cut by ``max_tokens``, failed requests, cost."""
+    per-turn means, turn latency percentiles, turns cut by ``max_tokens`` or by the reply byte cap,
+    turns whose reported token counts were dropped, failed requests, cost."""
     models = [o.extra["model"] for o in outcomes if isinstance(o.extra.get("model"), Mapping)]
     if not models:
         return None
@@ -415,6 +416,8 @@ def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
                                "p50": _percentile(latencies, 50), "p95": _percentile(latencies, 95)},
         "max_tokens_cuts": sum(t.get("finish_reason") == "length" for t in turns),
         "max_tokens_cut_rate": (sum(t.get("finish_reason") == "length" for t in turns) / num_turns) if num_turns else None,
+        "reply_byte_cuts": sum(t.get("truncated") == "max_reply_bytes" for t in turns),
+        "usage_dropped_turns": sum(bool(t.get("usage_warnings")) for t in turns),
         "finish_reasons": dict(sorted(_count(str(t.get("finish_reason")) for t in turns).items())),
         "failed_requests": {"inference": sum(f.get("cause") == "inference" for f in failed),
                             "context_budget": sum(f.get("cause") == "context_budget" for f in failed)},

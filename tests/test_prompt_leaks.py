@@ -101,6 +101,7 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
     each request body and answers with a tool call, then the task's answer."""
     pytest.importorskip("openai")
     from sopgym.agents.chat import ChatAgent
+    from sopgym.agents.openai_answers import Answer
     from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
     from sopgym.evaluation.runner import EnvPool, EpisodeSpec, run_episodes
 
@@ -113,7 +114,7 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
             tools = body.get("tools") or [{"function": {"name": "no_tools"}}]
             answer = envs[0].unwrapped._task.answer
             reply = format_call(tools[0]["function"]["name"], {}) if len(bodies) == 1 else format_call(SUBMIT_TOOL, answer)
-            return {"role": "assistant", "content": reply}, "stop", None
+            return Answer({"role": "assistant", "content": reply}, "stop")
 
     def make_env(env_id_):
         envs.append(make(env_id_))

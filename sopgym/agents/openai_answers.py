@@ -285,7 +285,7 @@ class _Call:
 @dataclass
 class StreamReader:
     """Reads a ``chat.completion.chunk`` SSE stream as it arrives: :meth:`feed` the bytes, then take
-    :meth:`answer`.
+    :meth:`reply`.
 
     Args:
         max_reply_bytes: the reply's cap (see the module docstring).
@@ -404,7 +404,7 @@ class StreamReader:
         if arguments:
             call.arguments += self._budget.take(arguments)
 
-    def answer(self) -> Answer:
+    def reply(self) -> Answer:
         """The answer read so far, checked.
 
         Raises:

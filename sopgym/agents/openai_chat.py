@@ -501,7 +501,7 @@ class OpenAIChatModel:
                             if reader.feed(chunk):
                                 break  # [DONE], or the reply's cap: leaving closes the connection
                         deadline.check()
-                        answer = reader.answer()
+                        answer = reader.reply()
                     else:
                         answer = parse_body(read_body(chunks, wire_limit(cfg.max_reply_bytes)), cfg.max_reply_bytes)
             except Exception:

@@ -31,13 +31,15 @@ The two paths differ in who reads the model's reply:
   ``end_episode("stopped")`` (scored like an unanswered episode). Tool schemas go through
   ``transformers.utils.get_json_schema`` of the method signatures, which keeps types, enums,
   nullability and required fields but has no place for ``pattern``, length or range bounds, or
-  nested properties: each parameter whose schema loses detail carries its exact JSON Schema in its
-  description. Several calls in one completion are several sopgym turns (``max_turns`` counts calls).
+  nested properties: each keyword it loses is written into the parameter's description
+  (``pattern: ^D[0-9]{2}$``), so the tool block is within 3% of the exact schemas' size
+  (benchmarks/trl_tool_schemas.py). Several calls in one completion are several sopgym turns (``max_turns`` counts calls).
 * ``rollout_func`` (:class:`SopgymRollout`): the completion text goes to ``env.step`` as it is, so
   sopgym's parsing, statuses, feedback messages, invalid-action penalty and exact schemas (the
   env's ``info["tools"]`` rendered by the chat template) all hold. Generation is TRL's own
   (``GRPOTrainer._generate_single_turn``: vLLM, transformers or continuous batching, with the
-  trainer's sampling settings), one call per turn for every running episode; env messages are
+  trainer's sampling settings; a private method, pinned and checked: see :data:`TRL_GENERATE`),
+  one call per turn for every running episode; env messages are
   tokenised with the chat template (:class:`~sopgym.trainers.episodes.EpisodeBuilder`) and carry
   ``env_mask`` 0, so they are never trained on.
 
@@ -181,10 +183,43 @@ def _hint(schema: Mapping[str, Any]) -> Any:
     return typing.Optional[hint] if nullable else hint  # noqa: UP045 - built at run time
 
 
+def _conveyed(rendered: Mapping[str, Any]) -> dict[str, Any]:
+    """What a rendered parameter schema says, in the exact schema's terms: transformers writes a nullable
+    type as ``"nullable": true`` where JSON Schema lists ``"null"`` in ``type``."""
+    out = {k: v for k, v in rendered.items() if k not in ("description", "nullable")}
+    if rendered.get("nullable") and "type" in out:
+        types = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = [*types, "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+def _same(exact: Mapping[str, Any], conveyed: Mapping[str, Any], key: str) -> bool:
+    a, b = exact.get(key), conveyed.get(key)
+    if key in ("type", "enum") and isinstance(a, list) and isinstance(b, list):
+        return sorted(map(json.dumps, a)) == sorted(map(json.dumps, b))
+    return key in conveyed and a == b
+
+
+def _keywords(schema: Mapping[str, Any]) -> str:
+    """JSON Schema keywords as compact text for a description: ``pattern: ^D[0-9]{2}$; minLength: 1``
+    (strings as they are, other values as JSON)."""
+    return "; ".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)}"
+                     for k, v in schema.items())
+
+
 def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
     """A method named after the tool, with the tool's parameters as its signature and a Google
-    docstring, that runs the call as one sopgym step. Parameters whose schema ``get_json_schema``
-    cannot render exactly carry the exact JSON Schema in their description."""
+    docstring, that runs the call as one sopgym step.
+
+    TRL renders a tool from the method with transformers' ``get_json_schema``, which expresses types,
+    enums, nullability, array items and required parameters, and insists on a description per
+    parameter. The rest of the exact schema (``pattern``, length and range bounds, nested properties,
+    ...) goes into the parameter's description as JSON Schema keywords, only the keywords the
+    rendering lost; ``additionalProperties: false`` on the arguments becomes "Takes no other
+    arguments." The method has no return annotation or ``Returns`` section, which would render a
+    ``return`` entry per tool that the model never uses."""
     from transformers.utils import get_json_schema
 
     fn = tool["function"]
@@ -211,36 +246,39 @@ def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
         annotations[pname] = _hint(props[pname])
         default = inspect.Parameter.empty if pname in required else None
         parameters.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[pname]))
-    annotations["return"] = str
     call.__name__ = call.__qualname__ = name
-    call.__signature__ = inspect.Signature(parameters, return_annotation=str)
+    call.__signature__ = inspect.Signature(parameters)
     call.__annotations__ = annotations
 
-    def docstring(notes: dict[str, str]) -> str:
-        lines = [" ".join((fn.get("description") or name).split()), ""]
+    description = " ".join((fn.get("description") or name).split())
+
+    def docstring(tool_note: str, notes: dict[str, str]) -> str:
+        lines = [description + tool_note]
         if ordered:
-            lines.append("Args:")
+            lines += ["", "Args:"]
             for pname in ordered:
-                text = " ".join(str(props[pname].get("description") or pname).split())
-                lines.append(f"    {pname}: {text}{notes.get(pname, '')}")
-            lines.append("")
-        lines += ["Returns:", "    The tool's result, or sopgym's error message for the call."]
+                own = " ".join(str(props[pname].get("description") or "").split())
+                text = " ".join(t for t in (own, notes.get(pname, "")) if t) or pname  # get_json_schema needs one
+                lines.append(f"    {pname}: {text}")
         return "\n".join(lines)
 
-    call.__doc__ = docstring({})
+    call.__doc__ = docstring("", {})
     rendered_params = get_json_schema(call)["function"]["parameters"]
     rendered = rendered_params["properties"]
     dropped = {k: v for k, v in params.items() if k not in ("type", "properties", "required") and rendered_params.get(k) != v}
-    if dropped:  # e.g. additionalProperties: false (sopgym still enforces it)
-        fn = {**fn, "description": (fn.get("description") or name) + " Parameters also follow: "
-              + json.dumps(dropped, ensure_ascii=False, sort_keys=True)}
+    tool_note = ""
+    if dropped.pop("additionalProperties", None) is False:
+        tool_note += " Takes no other arguments."  # sopgym refuses any other argument (ERROR_BAD_ARGUMENTS)
+    if dropped:
+        tool_note += " Arguments: " + _keywords(dropped) + "."
     notes = {}
     for pname in ordered:
         exact = {k: v for k, v in props[pname].items() if k != "description"}
-        shown = {k: v for k, v in rendered[pname].items() if k != "description"}
-        if shown != exact:
-            notes[pname] = " Exact JSON Schema: " + json.dumps(exact, ensure_ascii=False, sort_keys=True)
-    call.__doc__ = docstring(notes)
+        conveyed = _conveyed(rendered[pname])
+        lost = {k: v for k, v in exact.items() if not _same(exact, conveyed, k)}
+        if lost:
+            notes[pname] = _keywords(lost)
+    call.__doc__ = docstring(tool_note, notes)
     return call
 
 
@@ -282,6 +320,33 @@ def environment_factories(env_ids: Sequence[str], env_kwargs: Mapping[str, Any] 
 # --------------------------------------------------------------------------------------------------
 # rollout_func: sopgym's own step loop in token space
 # --------------------------------------------------------------------------------------------------
+#: TRL's generation of one turn for a batch of token prompts (vLLM, transformers or continuous batching, with
+#: the trainer's sampling settings). TRL has no public API for it (its ``rollout_func`` docs leave generation
+#: to the user), so SopgymRollout calls this private method: the extra pins ``trl>=1.16,<1.17``, the
+#: signature is checked on every call, and tests/integrations/trl runs it unmocked; ``tox -e trl-latest``
+#: reports when a newer TRL changes it.
+TRL_GENERATE = "_generate_single_turn"
+TRL_GENERATE_PARAMS = ("prompt_ids", "images", "multimodal_fields", "num_generations")
+
+
+def trl_generation(trainer: Any) -> Callable[..., Any]:
+    """``trainer._generate_single_turn``, after checking it takes the parameters SopgymRollout passes.
+
+    Raises:
+        RuntimeError: this TRL has no such method, or another signature (a TRL outside the pinned range).
+    """
+    fn = getattr(trainer, TRL_GENERATE, None)
+    params = tuple(inspect.signature(fn).parameters)[: len(TRL_GENERATE_PARAMS)] if callable(fn) else None
+    if params != TRL_GENERATE_PARAMS:
+        import trl
+
+        raise RuntimeError(
+            f"SopgymRollout generates through {type(trainer).__name__}.{TRL_GENERATE}{TRL_GENERATE_PARAMS} (TRL 1.16, "
+            f"pinned by sopgym[trl]); this TRL {trl.__version__} has {'no such method' if params is None else params}"
+        )
+    return fn
+
+
 def _prompt_key(prompt: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps([[m["role"], m["content"]] for m in prompt], ensure_ascii=False)
 
@@ -333,8 +398,10 @@ class SopgymRollout:
             specs.append(EpisodeSpec(row["env_id"], int(row["seed"]), {"split": row["split"], "task_index": int(row["task_index"])},
                                      group_id=i))
 
+        trl_generate = trl_generation(trainer)
+
         def generate(prompt_ids: list[list[int]]) -> list[TokenTurn]:
-            ids, logps = trainer._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+            ids, logps = trl_generate(prompt_ids, None, {}, num_generations=1)
             return [TokenTurn(list(x), list(logps[k]) if logps is not None else None) for k, x in enumerate(ids)]
 
         episodes = run_token_episodes(specs, self._pool, generate, trainer.processing_class, trainer.max_completion_length)

@@ -13,19 +13,23 @@ Example (data and config)::
     # sopgym_agent.yaml: [{name: sopgym_agent, _target_: sopgym.integrations.verl.SopgymAgentLoop}]
 
 Each row names its episode (``extra_info.sopgym``: env id, split, task index, seed; optional
-``env_kwargs`` for ``gymnasium.make``) and selects this loop (``agent_name: sopgym_agent``). The loop
-resets the env to that task, then runs it through sopgym's one runner: each round asks verl's
-``server_manager.generate`` for the next turn's token ids (and log-probs), hands the decoded text to
-``env.step`` (sopgym's parsing, statuses, feedback, invalid-action penalty and exact tool schemas,
-rendered into the prompt by the chat template), and appends the env's messages through the chat
-template (:class:`~sopgym.trainers.episodes.EpisodeBuilder`). It returns ``prompt_ids`` (the initial
-chat with the tool schemas and the generation prompt), ``response_ids`` (every later token),
-``response_mask`` (1 on sampled tokens only), ``response_logprobs`` and ``reward_score`` (sopgym's
-return, so verl's reward function is not asked).
+``env_kwargs`` for ``gymnasium.make``), carries verl's ``extra_info.index`` (its position in the
+rows) and selects this loop (``agent_name: sopgym_agent``). The loop resets the env to that task,
+then plays it turn by turn, asynchronously like verl's own ``ToolAgentLoop``: it awaits
+``server_manager.generate`` for the next turn's token ids (and log-probs), hands the decoded text
+to ``env.step`` (sopgym's parsing, statuses, feedback, invalid-action penalty and exact tool
+schemas, rendered into the prompt by the chat template) in the default executor, and appends the
+env's messages through the chat template (:class:`~sopgym.trainers.episodes.EpisodeBuilder`). It
+returns ``prompt_ids`` (the initial chat with the tool schemas and the generation prompt),
+``response_ids`` (every later token), ``response_mask`` (1 on sampled tokens only),
+``response_logprobs``, ``num_turns`` (counted as ``ToolAgentLoop`` counts them: the prompt, each
+assistant turn, each env answer in the response) and ``reward_score`` (sopgym's return, so verl's
+reward function is not asked).
 
 Budget: ``rollout.response_length`` counts every response token of the episode; a turn is cut where
 it ends, and an episode with no room left is ended with ``end_episode("context_budget")``. A prompt
-longer than ``rollout.prompt_length`` is refused (left-truncating it would cut the SOP).
+longer than ``rollout.prompt_length`` is refused before the first request (left-truncating it would
+cut the SOP).
 
 Infrastructure failures (a failed or aborted generation request, ``ERROR_SANDBOX``): the episode is
 ended as such (``end_episode("inference")`` for the server), its ``response_mask`` is all 0 (nothing
@@ -48,10 +52,9 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeSpec
+from sopgym.trainers.episodes import Episode, EpisodeBuilder
 
 from ._common import ROW_KEYS, env_kwargs_of, episode_metrics, make_env, reset_from_row, task_rows
-from ._tokens import TokenTurn, run_token_episodes
 
 __all__ = ["AGENT_NAME", "SopgymAgentLoop", "verl_rows"]
 
@@ -63,19 +66,21 @@ def verl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int 
     """verl dataset rows (``RLHFDataset`` columns) for tasks of ``split``.
 
     Columns: ``prompt`` (sopgym's initial chat), ``data_source`` (the env id), ``agent_name``
-    (``sopgym_agent``), ``extra_info.sopgym`` (the episode: env id, split, task index, seed, task id,
-    and ``env_kwargs`` as a JSON object string) and ``reward_model`` (the task id as ``ground_truth``; the loop scores itself).
+    (``sopgym_agent``), ``extra_info`` (``index``: the row's position, which verl's ``RLHFDataset``
+    reads as the sample's index; ``sopgym``: the episode: env id, split, task index, seed, task id,
+    and ``env_kwargs`` as a JSON object string) and ``reward_model`` (the task id as ``ground_truth``;
+    the loop scores itself).
     Keyword arguments go to :func:`~sopgym.integrations._common.task_rows`.
     """
     out = []
-    for row in task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs):
+    for index, row in enumerate(task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs)):
         episode = {k: row[k] for k in (*ROW_KEYS, "task_id")}
         episode["env_kwargs"] = json.dumps(dict(env_kwargs or {}), sort_keys=True)
         out.append({
             "prompt": row["prompt"],
             "data_source": row["env_id"],
             "agent_name": AGENT_NAME,
-            "extra_info": {"sopgym": episode},
+            "extra_info": {"index": index, "sopgym": episode},
             "reward_model": {"style": "rule", "ground_truth": row["task_id"]},
         })
     return out
@@ -96,6 +101,11 @@ class SopgymAgentLoop(AgentLoopBase):
     Constructed by verl's agent-loop worker (``hydra.utils.instantiate`` of the registry entry) with
     the trainer config, server manager, tokenizer, processor and dataset config; ``tools`` (verl's own
     tool list) is ignored: the tools are the env's.
+
+    Asynchronous like verl's own ``ToolAgentLoop``: every generation is awaited on the worker's event
+    loop, so all of a worker's episodes have their requests in flight at once; only the env's calls
+    (``gymnasium.make``, ``reset``, ``step``, ``end_episode``, ``close``: tool backends may block) run
+    in the loop's default executor, one short call at a time.
     """
 
     def __init__(self, *args: Any, tools: Any = None, **kwargs: Any):
@@ -105,61 +115,82 @@ class SopgymAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         episode = _episode_of(kwargs)
-        env = make_env(episode["env_id"], env_kwargs_of(episode.get("env_kwargs")))
         loop = asyncio.get_running_loop()
-        timing = {"generate_sequences": 0.0}
-        request_id = uuid4().hex  # one sticky session per episode, as verl's tool agent does
 
-        def generate(prompts: list[list[int]]) -> list[TokenTurn | EndEpisode]:
-            assert len(prompts) == 1, "one episode per agent loop run"
-            if len(prompts[0]) > self.prompt_length + self.response_length:
-                return [EndEpisode("context_budget", "the episode no longer fits in prompt_length + response_length")]
-            start = time.perf_counter()
-            future = asyncio.run_coroutine_threadsafe(
-                self.server_manager.generate(request_id=request_id, prompt_ids=prompts[0], sampling_params=sampling_params), loop)
-            try:
-                output = future.result()
-            except Exception as exc:  # noqa: BLE001 - any server failure ends this episode as the infrastructure's
-                return [EndEpisode("inference", f"server_manager.generate failed: {type(exc).__name__}: {exc}")]
-            finally:
-                timing["generate_sequences"] += time.perf_counter() - start
-            if getattr(output, "stop_reason", None) == "aborted":
-                return [EndEpisode("inference", "the generation request was aborted")]
-            return [TokenTurn(list(output.token_ids), list(output.log_probs) if output.log_probs is not None else None)]
+        def off_loop(fn, *args):
+            return loop.run_in_executor(None, fn, *args)
 
-        def run_episode():
-            reset_from_row(env, {k: episode.get(k) for k in (*ROW_KEYS, "task_id")})  # checks the row names a task
-            spec = EpisodeSpec(episode["env_id"], int(episode["seed"]),
-                               {"split": episode["split"], "task_index": int(episode["task_index"])})
-            return run_token_episodes([spec], EnvPool.of(env), generate, self.tokenizer, self.response_length)[0]
-
-        started = time.perf_counter()
+        env = await off_loop(make_env, episode["env_id"], env_kwargs_of(episode.get("env_kwargs")))
         try:
-            ep = await loop.run_in_executor(None, run_episode)
+            return await self._run_episode(env, episode, sampling_params, off_loop)
         finally:
-            env.close()
-        elapsed = time.perf_counter() - started
-        p = ep.prompt_len
-        if p > self.prompt_length:
-            raise ValueError(f"{episode['env_id']} task {episode.get('task_id')}: the prompt has {p} tokens, more than "
+            await off_loop(env.close)
+
+    async def _run_episode(self, env, episode: Mapping[str, Any], sampling_params: dict[str, Any], off_loop) -> AgentLoopOutput:
+        started = time.perf_counter()
+        generating = 0.0
+        _, info = await off_loop(reset_from_row, env, {k: episode.get(k) for k in (*ROW_KEYS, "task_id")})
+        ep = Episode(task_id=str(info["task_id"]), group_id=0, seed=int(episode["seed"]), env_id=episode["env_id"],
+                     messages=[dict(m) for m in info["messages"]], tools=info.get("tools"))
+        builder = EpisodeBuilder(self.tokenizer, ep)
+        prompt_len = len(ep.ids)
+        if prompt_len > self.prompt_length:  # refused before any request (left-truncating would cut the SOP)
+            raise ValueError(f"{episode['env_id']} task {info['task_id']}: the prompt has {prompt_len} tokens, more than "
                              f"rollout.prompt_length={self.prompt_length}; expected it to fit (truncating would cut the SOP)")
-        record = ep.result.record
+        request_id = uuid4().hex  # one sticky session per episode, as verl's tool agent does
+        total_reward, env_rounds, num_messages, has_logprobs = 0.0, 0, len(info["messages"]), True
+        while True:
+            room = self.response_length - (len(ep.ids) - prompt_len)
+            end = None
+            if room <= 0:
+                end = ("context_budget", f"no room left in rollout.response_length={self.response_length} tokens")
+            else:
+                t0 = time.perf_counter()
+                try:
+                    output = await self.server_manager.generate(request_id=request_id, prompt_ids=list(ep.ids),
+                                                                sampling_params=sampling_params)
+                except Exception as exc:  # noqa: BLE001 - any server failure ends this episode as the infrastructure's
+                    end = ("inference", f"server_manager.generate failed: {type(exc).__name__}: {exc}")
+                finally:
+                    generating += time.perf_counter() - t0
+                if end is None and getattr(output, "stop_reason", None) == "aborted":
+                    end = ("inference", "the generation request was aborted")
+            if end is not None:
+                _, reward, _, _, info = await off_loop(env.unwrapped.end_episode, *end)
+                total_reward += float(reward)
+                break
+            ids = [int(t) for t in output.token_ids][:room]  # a turn past the budget is cut, as verl's tool agent does
+            has_logprobs = has_logprobs and output.log_probs is not None
+            logps = [float(x) for x in output.log_probs][:room] if output.log_probs is not None else [0.0] * len(ids)
+            reply = builder.add_assistant(ids, logps)
+            _, reward, terminated, truncated, info = await off_loop(env.step, reply)
+            total_reward += float(reward)
+            if terminated or truncated:
+                break
+            messages = info["messages"]  # [..., the env's rendering of the reply, what the env added]
+            builder.add_env_messages([dict(m) for m in messages[num_messages + 1:]])
+            num_messages = len(messages)
+            env_rounds += 1
+        builder.close()  # the env's answer to the last reply is not appended: nothing follows it to train on
+        record = dict(info["episode"])
         infra = bool(record["infrastructure_failure"])
+        p = prompt_len
         response_ids = ep.ids[p:][: self.response_length]  # only env tokens (mask 0) can lie past the budget
         mask = [0] * len(response_ids) if infra else ep.loss_mask[p:][: self.response_length]
+        metrics = episode_metrics(record)
         return AgentLoopOutput(
             prompt_ids=ep.ids[:p],
             response_ids=response_ids,
             response_mask=mask,
-            response_logprobs=ep.logps[p:][: self.response_length] if ep.has_logprobs else None,
-            reward_score=float(ep.result.total_reward),
-            num_turns=len(ep.result.messages) - 1,
-            metrics=AgentLoopMetrics(generate_sequences=timing["generate_sequences"],
-                                     tool_calls=max(0.0, elapsed - timing["generate_sequences"])),
+            response_logprobs=ep.old_logp[p:][: self.response_length] if has_logprobs else None,
+            reward_score=total_reward,
+            # As verl's ToolAgentLoop counts them: the prompt, each assistant turn, each env answer in the response.
+            num_turns=1 + ep.num_turns + env_rounds,
+            metrics=AgentLoopMetrics(generate_sequences=generating, tool_calls=max(0.0, time.perf_counter() - started - generating)),
             extra_fields={
                 "infrastructure_failure": infra,
-                "sopgym_success": bool(ep.result.success),
-                "sopgym_metrics": episode_metrics(record),
+                "sopgym_success": bool(metrics["success"]),
+                "sopgym_metrics": metrics,
                 "sopgym_record": record,
             },
         )

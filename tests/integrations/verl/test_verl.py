@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.util
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+from ..extras import assert_extra_complete
 from ..helpers import ENV_KWARGS, import_or_skip, sopgym_run
 
 import_or_skip("verl.experimental.agent_loop", "verl")
 
-import hydra  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry  # noqa: E402
-from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
-from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry  # noqa: E402
 
 from sopgym.integrations.verl import AGENT_NAME, SopgymAgentLoop, verl_rows  # noqa: E402
 from sopgym.trainers.tokenizer import build_bpe_tokenizer  # noqa: E402
@@ -53,35 +53,26 @@ def tokenizer():
     return build_bpe_tokenizer(texts * 2, vocab_size=1000)
 
 
-class FakeServerManager:
+def _benchmark():
+    """benchmarks/verl_agent_loop.py: the stand-in server and the loop as verl's worker builds it (one copy)."""
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "verl_agent_loop.py"
+    spec = importlib.util.spec_from_file_location("verl_agent_loop_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BENCH = _benchmark()
+
+
+def FakeServerManager(policy, fail_at_turn=None, latency=0.0):  # noqa: N802 - stands for the class it builds
     """The inference server's stand-in: the next sopgym reply of the prompt's task as token ids."""
-
-    def __init__(self, policy, fail_at_turn=None):
-        self.policy, self.fail_at_turn = policy, fail_at_turn
-        self.requests = []
-
-    async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-        tok = tokenizer()
-        self.requests.append((request_id, list(prompt_ids), dict(sampling_params)))
-        text = tok.decode(prompt_ids, skip_special_tokens=False)
-        index = next(i for i, row in enumerate(rows()) if row["prompt"][1]["content"] in text)
-        turn = text.count("<|im_start|>assistant") - 1
-        if turn == self.fail_at_turn:
-            raise ConnectionError("injected: the inference server went away")
-        action = reference(self.policy, index).turns[turn].action
-        ids = tok(action, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
+    replies = {row["prompt"][1]["content"]: [t.action for t in reference(policy, i).turns] for i, row in enumerate(rows())}
+    return BENCH.ScriptedServer(tokenizer(), replies, latency=latency, fail_at_turn=fail_at_turn)
 
 
-def _loop(server, response_length=4096):
-    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": response_length}},
-                               "data": {}})
-    # As verl's AgentLoopWorker._run_agent_loop builds a loop from the registry.
-    return hydra.utils.instantiate(
-        config=_agent_loop_registry[AGENT_NAME], trainer_config=DictConfigWrap(config=config), server_manager=server,
-        tokenizer=tokenizer(), processor=None, hf_model_type=None, dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(config.data), tools=ToolListWrap([]),
-    )
+def _loop(server, response_length=4096, prompt_length=4096):
+    return BENCH.build_loop(server, tokenizer(), prompt_length=prompt_length, response_length=response_length)
 
 
 def _run(loop, index=0):
@@ -161,3 +152,51 @@ def test_rows_written_to_parquet_run_as_written(tmp_path):
     row = pd.read_parquet(path).to_dict("records")[0]
     out = asyncio.run(_loop(FakeServerManager("oracle")).run({}, **row, raw_prompt=list(row["prompt"])))
     assert out.reward_score == 1.0 and out.extra_fields["sopgym_record"] == reference("oracle", 0).record
+
+
+def test_the_verl_extra_declares_everything_the_adapter_imports():
+    assert_extra_complete("verl", "import sopgym.integrations.verl")
+
+
+def test_num_turns_counts_the_prompt_each_reply_and_each_env_answer_in_the_response():
+    """As verl's ToolAgentLoop counts: 1 + assistant turns + env turns (the env's answer to the last reply is
+    not in the response)."""
+    out = _run(_loop(FakeServerManager("oracle")))
+    replies = len(reference("oracle", 0).turns)
+    assert replies >= 3 and out.num_turns == 1 + replies + (replies - 1)
+
+
+def test_rows_carry_verls_index_and_verls_dataset_reads_it(tmp_path):
+    import pandas as pd
+    from omegaconf import OmegaConf
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    assert [row["extra_info"]["index"] for row in rows()] == list(range(len(rows())))
+    path = tmp_path / "train.parquet"
+    pd.DataFrame(list(rows())).to_parquet(path)
+    config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 100_000, "filter_overlong_prompts": False,
+                               "return_raw_chat": True, "truncation": "error"})
+    dataset = RLHFDataset([str(path)], tokenizer(), config)
+    assert [dataset[i]["index"] for i in range(len(dataset))] == list(range(len(rows())))
+
+
+def test_every_episode_has_its_request_in_flight_at_once_whatever_the_executor_size():
+    """Generations are awaited on the event loop, not held in executor threads: with 2 executor threads,
+    8 concurrent episodes still have 8 requests in flight against a slow server."""
+    server = FakeServerManager("oracle", latency=0.2)
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=2))
+        runs = [_loop(server).run({}, **rows()[i % 2], raw_prompt=rows()[i % 2]["prompt"]) for i in range(8)]
+        return await asyncio.gather(*runs)
+
+    outputs = asyncio.run(main())
+    assert [out.reward_score for out in outputs] == [1.0] * 8
+    assert server.max_in_flight == 8
+
+
+def test_a_prompt_longer_than_prompt_length_is_refused_before_any_request():
+    server = FakeServerManager("oracle")
+    with pytest.raises(ValueError, match=r"rollout.prompt_length=64"):
+        _run(_loop(server, prompt_length=64))
+    assert server.requests == []

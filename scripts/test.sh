@@ -4,7 +4,7 @@
 #   1. the main suite, in .venv (`.venv/bin/python -m pytest`; arguments of this script go to it);
 #   2. the suites whose dependencies conflict with the main environment's, each in its own tox
 #      environment (docs/integrations.md): `openenv` (the OpenEnv server and the remote env), `trl`,
-#      `skyrl` and `verl` (the RL-library adapters, each against the library itself).
+#      `skyrl` (Python 3.12) and `verl` (the RL-library adapters, each against the library itself).
 #
 # The tox environments are installed in the background while the main suite runs (installing them
 # is most of their cost; their log is printed if it fails), then their tests run one after the other.
@@ -14,6 +14,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TOX_ENVS=openenv,trl,skyrl,verl
+# SkyRL's env runs on Python 3.12 (skyrl 0.3.0's generator does not import on 3.11): the first of
+# $SOPGYM_PYTHON312, a python3.12 on PATH that runs, pyenv's 3.12.x (tox.ini reads the variable).
+if [ -z "${SOPGYM_PYTHON312:-}" ]; then
+  for candidate in "$(command -v python3.12 || true)" "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
+      export SOPGYM_PYTHON312=$candidate
+      break
+    fi
+  done
+fi
 run_tox=${SOPGYM_TEST_TOX:-1}
 install_log=.tox-install.log
 install_pid=

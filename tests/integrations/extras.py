@@ -6,7 +6,8 @@ only works where something else happened to install them, so the check is on dec
 what this environment holds: the adapter is imported in a clean subprocess, each module it loaded is
 mapped to its distribution, and each such distribution must be in the dependency closure of sopgym's
 extra (its ``Requires-Dist`` lines followed through every installed distribution's own, markers and
-extras evaluated). A test environment that installed more (pytest, the tests' tokenizer stack) cannot
+extras evaluated), unless the import also runs with that distribution's modules blocked (an optional
+import, taken only where the package happens to be installed). A test environment that installed more (pytest, the tests' tokenizer stack) cannot
 hide a missing declaration this way.
 """
 
@@ -85,10 +86,23 @@ def imported_distributions(statement: str) -> dict[str, list[str]]:
     return found
 
 
+def runs_without(statement: str, modules: Iterable[str]) -> bool:
+    """Whether ``statement`` still runs when ``modules`` cannot be imported (an optional import, such as
+    pandas' of pyarrow, is taken when present and skipped when not)."""
+    code = f"import sys\nfor name in {sorted(modules)!r}:\n    sys.modules[name] = None\n{statement}\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
 def undeclared(statement: str, roots: Iterable[str]) -> dict[str, list[str]]:
-    """The modules ``statement`` imports whose distributions are outside the closure of ``roots``."""
+    """The modules ``statement`` imports whose distributions are outside the closure of ``roots`` and
+    that it cannot do without."""
     closure = dependency_closure(roots) | {"sopgym"}
-    return {top: dists for top, dists in imported_distributions(statement).items() if not set(dists) & closure}
+    outside = {top: dists for top, dists in imported_distributions(statement).items() if not set(dists) & closure}
+    by_dist: dict[str, list[str]] = {}
+    for top, dists in outside.items():
+        by_dist.setdefault(dists[0], []).append(top)
+    needed = {d for d, tops in by_dist.items() if not runs_without(statement, tops)}
+    return {top: dists for top, dists in outside.items() if dists[0] in needed}
 
 
 def assert_extra_complete(extra: str, statement: str) -> None:

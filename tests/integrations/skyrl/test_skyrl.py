@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ..extras import assert_extra_complete
 from ..helpers import AUTHORED_ENV_IDS, ENV_KWARGS, import_or_skip, sopgym_run
 
 skyrl_gym = import_or_skip("skyrl_gym", "skyrl")
@@ -121,3 +122,7 @@ def test_a_row_for_another_task_is_refused():
     with pytest.raises(ValueError, match="user message"):
         env.init(other["prompt"])
     env.close()
+
+
+def test_the_skyrl_extra_declares_everything_the_adapter_imports():
+    assert_extra_complete("skyrl", "import sopgym.integrations.skyrl")

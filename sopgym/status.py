@@ -12,7 +12,7 @@ import enum
 
 __all__ = [
     "Status", "INVALID_ACTION", "TOOL_FAILURE", "INFRASTRUCTURE", "TRUNCATION",
-    "INVALID_ACTION_VALUES", "TOOL_FAILURE_VALUES", "INFRASTRUCTURE_VALUES", "END_CAUSES", "worst",
+    "INVALID_ACTION_VALUES", "TOOL_FAILURE_VALUES", "INFRASTRUCTURE_VALUES", "TRUNCATION_CAUSES", "END_CAUSES", "worst",
 ]
 
 
@@ -31,6 +31,8 @@ class Status(str, enum.Enum):
     TRUNCATED_MAX_TURNS = "TRUNCATED_MAX_TURNS"
     TRUNCATED_BUDGET = "TRUNCATED_BUDGET"  # the episode's context budget ran out (the env's or the harness's)
     TRUNCATED_STOPPED = "TRUNCATED_STOPPED"  # the harness stopped the episode before a submission
+    TRUNCATED_TURN_TIME = "TRUNCATED_TURN_TIME"  # one reply's tools spent the turn's wall-time budget
+    TRUNCATED_EPISODE_TIME = "TRUNCATED_EPISODE_TIME"  # the episode's tools spent its wall-time budget
 
     def __str__(self) -> str:
         return self.value
@@ -42,12 +44,26 @@ INVALID_ACTION = frozenset({Status.NO_TOOL_CALL, Status.ERROR_PARSE, Status.ERRO
 TOOL_FAILURE = frozenset({Status.ERROR_TOOL, Status.ERROR_TIMEOUT})
 #: Not the policy's fault: such episodes are excluded from success rates and from advantages.
 INFRASTRUCTURE = frozenset({Status.ERROR_SANDBOX, Status.ERROR_INFERENCE, Status.ERROR_ENV_LOST})
-TRUNCATION = frozenset({Status.TRUNCATED_MAX_TURNS, Status.TRUNCATED_BUDGET, Status.TRUNCATED_STOPPED})
+TRUNCATION = frozenset({
+    Status.TRUNCATED_MAX_TURNS, Status.TRUNCATED_BUDGET, Status.TRUNCATED_STOPPED,
+    Status.TRUNCATED_TURN_TIME, Status.TRUNCATED_EPISODE_TIME,
+})
 
 # The same classes as string values, for code that reads statuses back from records (JSON).
 INVALID_ACTION_VALUES = frozenset(s.value for s in INVALID_ACTION)
 TOOL_FAILURE_VALUES = frozenset(s.value for s in TOOL_FAILURE)
 INFRASTRUCTURE_VALUES = frozenset(s.value for s in INFRASTRUCTURE)
+
+#: The causes the env itself truncates an episode with (``truncation_cause``) -> the step status.
+#: ``max_turns``: the turn cap; ``context_budget``: the env's ``max_context``; ``turn_time`` and
+#: ``episode_time``: the wall-time budgets over the tools (``max_turn_seconds``, ``max_episode_seconds``).
+#: An infrastructure failure of the tools truncates with cause ``sandbox`` and keeps ``ERROR_SANDBOX``.
+TRUNCATION_CAUSES = {
+    "max_turns": Status.TRUNCATED_MAX_TURNS,
+    "context_budget": Status.TRUNCATED_BUDGET,
+    "turn_time": Status.TRUNCATED_TURN_TIME,
+    "episode_time": Status.TRUNCATED_EPISODE_TIME,
+}
 
 #: How a harness may end an episode early (``SOPEnv.end_episode(cause)``): cause -> the step status.
 #: ``context_budget``: no room left in the harness's own (token) budget for another turn;

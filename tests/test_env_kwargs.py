@@ -38,6 +38,12 @@ BAD_KWARGS = [
     ({"sandbox_options": ["x"]}, ["sandbox_options", "mapping", "list"]),
     ({"code_runner": "local"}, ["code_runner", "'inprocess'", "'local'"]),
     ({"render_mode": "rgb_array"}, ["render_mode", "'ansi'", "'rgb_array'"]),
+    ({"max_turn_seconds": 0}, ["max_turn_seconds", "finite number > 0 or None", "0"]),
+    ({"max_turn_seconds": -1.0}, ["max_turn_seconds", "finite number > 0 or None", "-1.0"]),
+    ({"max_turn_seconds": math.inf}, ["max_turn_seconds", "finite number > 0 or None", "inf"]),
+    ({"max_turn_seconds": "60"}, ["max_turn_seconds", "finite number > 0 or None", "str"]),
+    ({"max_episode_seconds": math.nan}, ["max_episode_seconds", "finite number > 0 or None", "nan"]),
+    ({"max_episode_seconds": True}, ["max_episode_seconds", "finite number > 0 or None", "bool"]),
 ]
 
 
@@ -53,6 +59,8 @@ def test_make_refuses_a_bad_kwarg_naming_the_expected_type_and_range(env_id, kwa
 @pytest.mark.parametrize("kwargs", [
     {"max_turns": np.int64(3)}, {"max_turns": 1}, {"turn_cost": 0}, {"turn_cost": 0.05}, {"max_context": 10_000},
     {"invalid_action_penalty": np.float64(0.1)}, {"length_fn": lambda s: len(s.split())}, {"render_mode": "ansi"},
+    {"max_turn_seconds": None}, {"max_turn_seconds": 1}, {"max_episode_seconds": np.float64(0.5)},
+    {"max_episode_seconds": None},
 ])
 def test_make_accepts_valid_values_of_every_numeric_type(env_id, kwargs):
     env = gym.make(env_id, **kwargs)

@@ -24,9 +24,18 @@ from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
 from sopgym.sandboxes.schema import SchemaError, validate
 from sopgym.sop_tasks.pack import SPLITS, SUBMIT_TOOL, DomainPack, Task
 from sopgym.sop_tasks.registry import get_pack
-from sopgym.status import END_CAUSES, INFRASTRUCTURE, INVALID_ACTION, INVALID_ACTION_VALUES, Status, worst
+from sopgym.status import (
+    END_CAUSES,
+    INFRASTRUCTURE,
+    INVALID_ACTION,
+    INVALID_ACTION_VALUES,
+    TRUNCATION_CAUSES,
+    Status,
+    worst,
+)
 
 from . import rendering
+from .budgets import EPISODE_TIME, TURN_TIME, WallTimeBudget
 from .env_kwargs import check_env_kwargs, warn_inprocess_code_runner
 from .parsing import parse_reply
 from .reward import RewardConfig, outcome_components, outcome_reward
@@ -42,9 +51,6 @@ _OUTCOME_STATUS = {
     Outcome.TIMEOUT: Status.ERROR_TIMEOUT,
     Outcome.SANDBOX_ERROR: Status.ERROR_SANDBOX,
 }
-
-
-_TRUNCATION_STATUS = {"max_turns": Status.TRUNCATED_MAX_TURNS, "context_budget": Status.TRUNCATED_BUDGET}
 
 
 def default_max_turns(human_steps: int) -> int:
@@ -73,6 +79,10 @@ class SOPEnv(gym.Env):
             (:class:`~sopgym.envs.env_kwargs.InProcessCodeRunnerWarning`).
         max_observation_length: the longest observation, and the longest reply the env reads (a
             longer reply is an ``ERROR_PARSE`` turn; nothing in it runs).
+        max_turn_seconds: wall-time budget of one reply's tool calls (None: none). The agent's code is
+            stopped when it runs out; the rest of the reply is not run and the episode is truncated
+            with cause ``turn_time`` (:mod:`sopgym.envs.budgets`).
+        max_episode_seconds: the same over every tool call of the episode; cause ``episode_time``.
         render_mode: ``None`` or ``ansi``.
 
     Raises:
@@ -98,13 +108,16 @@ class SOPEnv(gym.Env):
         sandbox_options: Mapping[str, Any] | None = None,
         code_runner: str = "docker",
         max_observation_length: int = 1_000_000,
+        max_turn_seconds: float | None = 60.0,
+        max_episode_seconds: float | None = 300.0,
         render_mode: str | None = None,
     ) -> None:
         check_env_kwargs(
             domain=domain, split=split, reward=reward, turn_cost=turn_cost, invalid_action_penalty=invalid_action_penalty,
             max_turns=max_turns, max_context=max_context, length_fn=length_fn, max_tool_output_chars=max_tool_output_chars,
             sandbox=sandbox, sandbox_options=sandbox_options, code_runner=code_runner,
-            max_observation_length=max_observation_length, render_mode=render_mode,
+            max_observation_length=max_observation_length, max_turn_seconds=max_turn_seconds,
+            max_episode_seconds=max_episode_seconds, render_mode=render_mode,
         )
         self.pack = domain if isinstance(domain, DomainPack) else get_pack(domain)
         if code_runner == "inprocess" and self.pack.verifiable is not None:
@@ -118,6 +131,7 @@ class SOPEnv(gym.Env):
         self.sandbox = sandbox
         self.sandbox_options = dict(sandbox_options or {})
         self.code_runner = code_runner
+        self.wall_time = WallTimeBudget(max_turn_seconds, max_episode_seconds)
         self.render_mode = render_mode
 
         self.observation_space = UnicodeText(max_observation_length)
@@ -150,6 +164,7 @@ class SOPEnv(gym.Env):
         self._num_calls = 0
         self._num_calls_ok = 0
         self._infra_failure = False
+        self.wall_time.start_episode()
         user = {"role": "user", "content": self.pack.user_message(task.inputs)}
         self._messages: list[dict[str, Any]] = [self._system, user]
         self._context_used = self.length_fn(self._system["content"]) + self.length_fn(user["content"])
@@ -175,6 +190,7 @@ class SOPEnv(gym.Env):
         if self._done:
             raise ResetNeeded("step() called after the episode ended: call reset() first")
         self._turn += 1
+        self.wall_time.start_turn()
         reply = parse_reply(action, self.action_space.max_length)
         assistant, results, calls, statuses, submitted = self._run_calls(reply)
         new_messages = [assistant, *results]
@@ -189,12 +205,14 @@ class SOPEnv(gym.Env):
         if not terminated:
             if status is Status.ERROR_SANDBOX:
                 truncation_cause = "sandbox"
+            elif self.wall_time.spent is not None:
+                truncation_cause = self.wall_time.spent
             elif self._turn >= self.max_turns:
                 truncation_cause = "max_turns"
             elif self.max_context is not None and self._context_used > self.max_context:
                 truncation_cause = "context_budget"
         truncated = truncation_cause is not None
-        step_status = _TRUNCATION_STATUS.get(truncation_cause, status)
+        step_status = TRUNCATION_CAUSES.get(truncation_cause, status)
 
         components = self._shaping(status)
         reward = sum(components.values())
@@ -211,7 +229,7 @@ class SOPEnv(gym.Env):
             "task_id": self._task.task_id,
             "status": step_status.value,
             "turn_status": status.value,
-            "status_message": rendering.status_message(status, calls, reply.error),
+            "status_message": rendering.status_message(status, calls, reply.error, self._budget_note(truncation_cause)),
             "messages": list(self._messages),
             "calls": calls,
             "turn": self._turn,
@@ -366,12 +384,15 @@ class SOPEnv(gym.Env):
             if submitted or self._infra_failure:
                 text = "Not run: the episode already ended in this reply."
                 status = Status.ERROR_TOOL
+            elif self.wall_time.spent is not None:
+                text = f"Not run: {self.wall_time.describe()}; the episode ends."
+                status = Status.ERROR_TIMEOUT
             elif call.name == SUBMIT_TOOL:
                 status, text = self._submit(call.arguments)
                 submitted = status is Status.SUBMITTED
             else:
                 self._num_calls += 1
-                result = self._toolbox.call(call.name, call.arguments)
+                result = self.wall_time.run(functools.partial(self._toolbox.call, call.name, call.arguments))
                 status = _OUTCOME_STATUS[result.outcome]
                 if result.ok:
                     self._num_calls_ok += 1
@@ -388,6 +409,9 @@ class SOPEnv(gym.Env):
         if tool_calls:
             assistant["tool_calls"] = tool_calls
         return assistant, results, calls, statuses, submitted
+
+    def _budget_note(self, truncation_cause: str | None) -> str | None:
+        return self.wall_time.describe() if truncation_cause in (TURN_TIME, EPISODE_TIME) else None
 
     def _submit(self, arguments: Any) -> tuple[Status, str]:
         try:

@@ -48,11 +48,14 @@ def _integer(name: str, value: Any, low: int, optional: bool = False) -> None:
         raise ValueError(f"{expected}, got {value}")
 
 
-def _non_negative(name: str, value: Any) -> None:
-    expected = f"{name} must be a finite number >= 0"
+def _real(name: str, value: Any, *, positive: bool = False, optional: bool = False) -> None:
+    """A finite real number, >= 0 (``positive``: > 0), or None when ``optional``."""
+    if optional and value is None:
+        return
+    expected = f"{name} must be a finite number {'> 0' if positive else '>= 0'}{' or None' if optional else ''}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{expected}, got {_shown(value)}")
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{expected}, got {value!r}")
 
 
@@ -76,6 +79,8 @@ def check_env_kwargs(
     sandbox_options: Any,
     code_runner: Any,
     max_observation_length: Any,
+    max_turn_seconds: Any,
+    max_episode_seconds: Any,
     render_mode: Any,
 ) -> None:
     """Check every :class:`~sopgym.envs.SOPEnv` constructor argument (see its docstring for meanings).
@@ -87,8 +92,8 @@ def check_env_kwargs(
         raise ValueError(f"domain must be a registered domain name (str) or a DomainPack, got {_shown(domain)}")
     _choice("split", split, SPLITS)
     _choice("reward", reward, tuple(REWARD_FUNCTIONS))
-    _non_negative("turn_cost", turn_cost)
-    _non_negative("invalid_action_penalty", invalid_action_penalty)
+    _real("turn_cost", turn_cost)
+    _real("invalid_action_penalty", invalid_action_penalty)
     _integer("max_turns", max_turns, 1, optional=True)
     _integer("max_context", max_context, 1, optional=True)
     if length_fn is not None and not callable(length_fn):
@@ -99,6 +104,8 @@ def check_env_kwargs(
         raise ValueError(f"sandbox_options must be a mapping of option names (str) to values, or None, got {_shown(sandbox_options)}")
     _choice("code_runner", code_runner, CODE_RUNNERS)
     _integer("max_observation_length", max_observation_length, 1)
+    _real("max_turn_seconds", max_turn_seconds, positive=True, optional=True)
+    _real("max_episode_seconds", max_episode_seconds, positive=True, optional=True)
     _choice("render_mode", render_mode, RENDER_MODES)
 
 

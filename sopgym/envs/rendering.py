@@ -67,7 +67,14 @@ def observation(results: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(parts)
 
 
-def status_message(status: Status, calls: list[dict[str, Any]], reply_error: str | None) -> str:
+def status_message(status: Status, calls: list[dict[str, Any]], reply_error: str | None, truncation: str | None = None) -> str:
+    """What the step did, for ``info["status_message"]``; ``truncation`` (why the env truncated the
+    episode, when it says more than the status) is added at the end."""
+    text = _turn_message(status, calls, reply_error)
+    return f"{text}; truncated: {truncation}" if truncation else text
+
+
+def _turn_message(status: Status, calls: list[dict[str, Any]], reply_error: str | None) -> str:
     if reply_error:
         return reply_error
     if status is Status.NO_TOOL_CALL:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ __all__ = [
     "ERROR_KEY",
     "canonical_args",
     "render_result",
+    "run_time",
 ]
 
 _RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False)
@@ -246,6 +248,27 @@ class ExecResult:
         """From the child-runner's result dict (the Docker server and the local runner share it)."""
         return cls(exit_code=d["exit_code"], stdout=d["stdout"], stderr=d["stderr"], timed_out=d["timed_out"], truncated=d["truncated"])
 
+    @classmethod
+    def not_started(cls) -> ExecResult:
+        """A run that did not start: its caller's deadline had passed (see :func:`run_time`)."""
+        return cls(exit_code=None, stdout="", stderr="", timed_out=True)
+
+
+def run_time(timeout_s: float, deadline: float | None) -> float | None:
+    """The seconds a run may take when it starts now: its own ``timeout_s``, cut to what is left
+    before the caller's ``deadline`` (a :func:`time.monotonic` value, or None for none). None when
+    nothing is left: the run must not start (:meth:`ExecResult.not_started`).
+
+    Raises:
+        ValueError: ``timeout_s`` is not positive.
+    """
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    if deadline is None:
+        return timeout_s
+    left = deadline - time.monotonic()
+    return min(timeout_s, left) if left > 0 else None
+
 
 class CodeRunner(ABC):
     """Executes code/SQL the agent produced, isolated, with a wall-clock deadline.
@@ -253,10 +276,16 @@ class CodeRunner(ABC):
     The Docker runner is the real sandbox; an in-process runner with resource limits is an explicit,
     documented fallback. Raises SandboxError only for infrastructure failures: the agent's code
     crashing or timing out is an ExecResult.
+
+    Each run ends by ``timeout_s`` after it starts, and by ``deadline`` (a :func:`time.monotonic`
+    value: the caller's own budget, e.g. the env's wall time left for tools) when that comes first;
+    a runner that must first start a container cuts the run by what the start took
+    (:func:`run_time`). A run whose deadline has passed before it starts is not started
+    (:meth:`ExecResult.not_started`).
     """
 
     @abstractmethod
-    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult: ...
+    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "", deadline: float | None = None) -> ExecResult: ...
 
     @abstractmethod
     def run_sql(
@@ -266,6 +295,7 @@ class CodeRunner(ABC):
         program: StatefulProgram,
         initial_state: Mapping[str, list],
         timeout_s: float = 5.0,
+        deadline: float | None = None,
     ) -> ExecResult:
         """Run a read-only query against a fresh database built from ``program`` and state.
 

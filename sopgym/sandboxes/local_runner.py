@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import CodeRunner, ExecResult, StatefulProgram
+from .base import CodeRunner, ExecResult, StatefulProgram, run_time
 
 __all__ = ["LocalCodeRunner"]
 
@@ -76,9 +76,11 @@ class LocalCodeRunner(CodeRunner):
         self.output_cap_bytes = output_cap_bytes
         self._server = _server_module()
 
-    def _run(self, argv_tail: list[str], stdin: bytes, timeout_s: float, code: bytes | None = None) -> ExecResult:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    def _run(self, argv_tail: list[str], stdin: bytes, timeout_s: float, deadline: float | None,
+             code: bytes | None = None) -> ExecResult:
+        timeout_s = run_time(timeout_s, deadline)
+        if timeout_s is None:
+            return ExecResult.not_started()
         work = tempfile.mkdtemp(prefix="sopgym-run-")
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8"}
         try:
@@ -90,16 +92,16 @@ class LocalCodeRunner(CodeRunner):
             shutil.rmtree(work, ignore_errors=True)
         return ExecResult.from_dict(result)
 
-    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
+    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "", deadline: float | None = None) -> ExecResult:
         # The program arrives on a pipe ({code_fd}), not in argv: no NUL or argument-size limit applies.
         wrapper = _PRELUDE.format(limits=self.limits) + (
             "exec(compile(open({code_fd}, 'rb').read(), '<agent>', 'exec'), {'__name__': '__main__'})\n"
         )
         encode = self._server.encode
-        return self._run(["-c", wrapper], encode(stdin), timeout_s, code=encode(code))
+        return self._run(["-c", wrapper], encode(stdin), timeout_s, deadline, code=encode(code))
 
     def run_sql(self, query: str, *, program: StatefulProgram, initial_state: Mapping[str, list],
-                timeout_s: float = 5.0) -> ExecResult:
+                timeout_s: float = 5.0, deadline: float | None = None) -> ExecResult:
         spec = importlib.util.find_spec(program.module)
         if spec is None or spec.origin is None:
             raise ValueError(f"stateful program {program.module!r} is not importable")
@@ -112,7 +114,7 @@ class LocalCodeRunner(CodeRunner):
         wrapper = _PRELUDE.format(limits=self.limits) + (
             f"import runpy, sys\nsys.argv = [{str(_SERVER)!r}, '--sql-job']\nrunpy.run_path({str(_SERVER)!r}, run_name='__main__')\n"
         )
-        return self._run(["-c", wrapper], json.dumps(payload).encode(), timeout_s)
+        return self._run(["-c", wrapper], json.dumps(payload).encode(), timeout_s, deadline)
 
     def close(self) -> None:
         pass

@@ -8,6 +8,7 @@ anything the policy did. Infrastructure failures of a backend (:class:`SandboxEr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,8 +35,9 @@ class ToolBox:
     Args:
         specs: the domain's tools (the submit tool is the env's business, not a ToolBox tool).
         stateful: backend for stateful tools; required when any spec has tier ``stateful``.
-        verifiable: the verifiable tier's handler, ``(code_runner, name, args, episode) -> ToolResult``
-            (a domain pack's ``verifiable``).
+        verifiable: the verifiable tier's handler, ``(code_runner, name, args, episode, deadline) -> ToolResult``
+            (a domain pack's ``verifiable``); ``deadline`` is a :func:`time.monotonic` value or None,
+            passed on to the code runner.
         code_runner: a :class:`CodeRunner`, or a zero-argument factory of one. A factory is called on the
             first verifiable call (an episode whose agent never runs code starts no runner); a runner
             that cannot start raises :class:`SandboxError`, reported as ``SANDBOX_ERROR``. The tool box
@@ -76,8 +78,17 @@ class ToolBox:
         except SchemaError as exc:
             return spec, ToolResult(Outcome.BAD_ARGUMENTS, error=f"invalid arguments for {name}: {exc}")
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, *, time_left_s: float | None = None) -> ToolResult:
+        """Answer one call.
+
+        Args:
+            name, arguments: the call as the agent made it (validated here).
+            time_left_s: the caller's budget for this call, in seconds, or None. The agent's code (the
+                verifiable tier) is stopped when it runs out, whatever its own deadline, container start
+                included; the replay and stateful tiers are not interrupted (they answer in milliseconds).
+        """
         assert self._episode is not None, "ToolBox.call before start_episode"
+        deadline = None if time_left_s is None else time.monotonic() + time_left_s
         spec, args = self.validate(name, arguments)
         if isinstance(args, ToolResult):
             return args
@@ -91,7 +102,7 @@ class ToolBox:
                 return ToolResult(Outcome.SANDBOX_ERROR, error=f"no runner configured for verifiable tool {name!r}")
             if self._code_runner is None:
                 self._code_runner = self._make_code_runner()
-            return self.verifiable(self._code_runner, name, args, self._episode)
+            return self.verifiable(self._code_runner, name, args, self._episode, deadline)
         except SandboxError as exc:
             return ToolResult(Outcome.SANDBOX_ERROR, error=f"sandbox failure: {exc}")
 

@@ -202,7 +202,7 @@ class DomainPack:
     format_inputs: Callable[[Mapping[str, Any]], str] | None = None
     #: Env ids are ``<namespace>/<name>-v<version>``: ``sopgym`` for ours, ``sopbench`` for adapted ones.
     namespace: str = "sopgym"
-    #: Verifiable tier: ``(code_runner, name, args, episode: SandboxEpisode) -> ToolResult``
+    #: Verifiable tier: ``(code_runner, name, args, episode: SandboxEpisode, deadline: float | None) -> ToolResult``
     #: (:class:`sopgym.sop_tasks.toolkit.CodeTools`).
     verifiable: Callable[..., Any] | None = None
 

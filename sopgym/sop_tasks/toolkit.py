@@ -25,6 +25,7 @@ Example (a lookup and a SQL tool)::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,8 +138,13 @@ class CodeTool:
         params = {self.argument: {"type": "string", "minLength": 1, "maxLength": self.max_chars}}
         return ToolSpec(self.name, self.description, object_schema(params), tier=Tier.VERIFIABLE)
 
-    def run(self, code_runner: CodeRunner, args: Mapping[str, Any], episode: SandboxEpisode) -> ToolResult:
+    def run(self, code_runner: CodeRunner, args: Mapping[str, Any], episode: SandboxEpisode,
+            deadline: float | None = None) -> ToolResult:
         """Run the agent's code (validated arguments) and convert the outcome.
+
+        Args:
+            deadline: the caller's budget (a :func:`time.monotonic` value): the run stops at the
+                earlier of it and its own ``timeout_s``.
 
         Raises:
             SandboxError: from the runner, on an infrastructure failure (the tool box reports it
@@ -148,10 +154,13 @@ class CodeTool:
         if self.language == "sql":
             assert episode.program is not None, f"{self.name}: a SQL tool needs the pack's stateful program"
             result = code_runner.run_sql(code, program=episode.program, initial_state=episode.initial_state or {},
-                                         timeout_s=self.timeout_s)
+                                         timeout_s=self.timeout_s, deadline=deadline)
         else:
-            result = code_runner.run_python(code, timeout_s=self.timeout_s)
-        return exec_tool_result(result, subject=_LANGUAGES[self.language][1], timeout_s=self.timeout_s,
+            result = code_runner.run_python(code, timeout_s=self.timeout_s, deadline=deadline)
+        # Stopped by the caller's deadline rather than its own: the message quotes no time (the caller's
+        # budget is the caller's to name; a measured figure would differ run to run).
+        by_caller = result.timed_out and deadline is not None and time.monotonic() >= deadline
+        return exec_tool_result(result, subject=_LANGUAGES[self.language][1], timeout_s=None if by_caller else self.timeout_s,
                                 error_lines=self.error_lines)
 
 
@@ -182,21 +191,23 @@ class CodeTools:
         if len(self.tools) != len(tools):
             raise ValueError(f"code tool names must be unique, got {[t.name for t in tools]}")
 
-    def __call__(self, code_runner: CodeRunner, name: str, args: Mapping[str, Any], episode: SandboxEpisode) -> ToolResult:
+    def __call__(self, code_runner: CodeRunner, name: str, args: Mapping[str, Any], episode: SandboxEpisode,
+                 deadline: float | None = None) -> ToolResult:
         tool = self.tools.get(name)
         if tool is None:
             expected = ", ".join(sorted(self.tools))
             return ToolResult(Outcome.UNKNOWN_TOOL, error=f"unknown verifiable tool {name!r}; expected one of: {expected}")
-        return tool.run(code_runner, args, episode)
+        return tool.run(code_runner, args, episode, deadline)
 
 
-def exec_tool_result(result: ExecResult, *, subject: str, timeout_s: float, error_lines: int) -> ToolResult:
+def exec_tool_result(result: ExecResult, *, subject: str, timeout_s: float | None, error_lines: int) -> ToolResult:
     """The tool result of one run of the agent's code: the verifiable tier's only conversion.
 
     Args:
         result: what the code runner returned.
         subject: what the messages call the code (``query``, ``program``).
-        timeout_s: the deadline the run had (quoted in the timeout message).
+        timeout_s: the deadline the run had (quoted in the timeout message); None when the caller's
+            budget stopped it first.
         error_lines: how many of stderr's last non-blank lines a failure reports.
 
     Returns:
@@ -205,6 +216,8 @@ def exec_tool_result(result: ExecResult, *, subject: str, timeout_s: float, erro
         a note when the output cap cut it).
     """
     if result.timed_out:
+        if timeout_s is None:
+            return ToolResult(Outcome.TIMEOUT, error=f"{subject} was stopped: the wall time left for tools ran out")
         return ToolResult(Outcome.TIMEOUT, error=f"{subject} ran past the {timeout_s:g} s limit and was stopped")
     if result.exit_code != 0:
         lines = [line for line in result.stderr.strip().splitlines() if line.strip()]

@@ -72,7 +72,10 @@ class SopBenchToolBox(ToolBox):
         if self._runner is not None:
             self._runner.new_episode()  # the warm runner stays; the tools instance and its state do not
 
-    def call(self, name: str, arguments: Any) -> ToolResult:
+    def call(self, name: str, arguments: Any, *, time_left_s: float | None = None) -> ToolResult:
+        """Answer one call. ``time_left_s`` (the env's wall-time budget) does not interrupt a live
+        call: the checkout's tools are not the agent's code, and a request past the runner's own
+        deadline is an infrastructure failure; the env charges the call's time after it returns."""
         assert self._episode is not None, "SopBenchToolBox.call before start_episode"
         if name not in self.tool_names:
             return to_tool_result(tool_server.call_tool(None, self.tool_names, name, arguments))

@@ -5,8 +5,8 @@ and a metric ``alarms/<name>`` (1 when it fired at that step, 0 when it was chec
 silent), so a dashboard, a tag search and a log reader all see it.
 
 * ``truncated_episodes`` (every RL step): more than ``alarms.truncation_rate`` (5%) of the step's
-  episodes were truncated by any cause: the turn cap, the context budget, the sandbox, or a turn cut
-  by ``max_new_tokens``. Truncated episodes end without the policy's answer, so their reward says
+  episodes were truncated by any cause: the turn cap, the context budget, a wall-time budget over
+  the tools (``turn_time``, ``episode_time``), the sandbox, or a turn cut by ``max_new_tokens``. Truncated episodes end without the policy's answer, so their reward says
   more about the budget than about the policy.
 * ``zero_variance`` (every RL step): some reward component, or the total, has the same value for
   every member in more than ``alarms.zero_variance_share`` of the step's groups. Under a group

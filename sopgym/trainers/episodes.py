@@ -153,7 +153,9 @@ class Episode:
     success: bool = False
     status: str = "OK"
     truncation_cause: str | None = None
-    """None, ``max_turns``, ``context_budget`` (env or trainer) or ``max_new_tokens`` (last turn cut)."""
+    """None, or the record's cause (:data:`sopgym.status.TRUNCATION_CAUSES`: ``max_turns``,
+    ``context_budget`` from the env or the trainer, ``turn_time``, ``episode_time``; ``sandbox``;
+    a harness's ``end_episode`` cause)."""
     infrastructure_failure: bool = False
     num_turns: int = 0
     token_cap_hits: int = 0

@@ -6,6 +6,8 @@ from collections import Counter, defaultdict
 
 import torch
 
+from sopgym.status import TRUNCATION_CAUSES
+
 from .advantages import ADVANTAGES, normalise_components, zero_variance
 from .episodes import Episode
 
@@ -69,7 +71,7 @@ def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:
         "rollout/token_cap_rate": sum(ep.token_cap_hits > 0 for ep in episodes) / n,
         "rollout/truncation_rate/any": sum(ep.truncation_cause is not None for ep in episodes) / n,
     }
-    for cause in ("max_turns", "context_budget"):
+    for cause in TRUNCATION_CAUSES:
         m[f"rollout/truncation_rate/{cause}"] = sum(ep.truncation_cause == cause for ep in episodes) / n
     for name in sorted({k for ep in valid for k in ep.reward_components}):
         m[f"rollout/reward/{name}"] = sum(ep.reward_components.get(name, 0.0) for ep in valid) / max(1, len(valid))

@@ -14,6 +14,7 @@ import gymnasium as gym
 import pytest
 
 import sopgym  # noqa: F401  (registers the envs)
+from sopgym.envs import budgets
 from sopgym.envs.policies import make_policy
 from sopgym.evaluation import evaluate_records
 from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeSpec, run_episode, run_episodes
@@ -89,6 +90,9 @@ SCENARIOS = {
         {"max_turns": 3}, ["<tool_call>{bad json</tool_call>", UNKNOWN_TOOL, NOT_FOUND], 2, 1, "max_turns", False, False),
     "env_context_budget": ({"max_context": "tight"}, ["hello"], 1, 0, "context_budget", False, False),
     "sandbox_failure": ({}, "first_call", 0, 0, "sandbox", True, False),
+    # every replayed call takes 1 s on a fake clock: the second call spends the budget (a third is not run)
+    "turn_wall_time": ({"max_turn_seconds": 1.5}, "first_call_thrice_in_one_reply", 0, 1, "turn_time", False, False),
+    "episode_wall_time": ({"max_episode_seconds": 1.5, "max_turns": 4}, "first_call_twice", 0, 0, "episode_time", False, False),
 }
 
 
@@ -105,7 +109,8 @@ def _make_env(kwargs):
 def _replies(spec):
     if isinstance(spec, list):
         return spec
-    return {"oracle": oracle_replies(), "first_call_twice": [_first_call()] * 2, "first_call": [_first_call()]}[spec]
+    return {"oracle": oracle_replies(), "first_call_twice": [_first_call()] * 2, "first_call": [_first_call()],
+            "first_call_thrice_in_one_reply": [_first_call() * 3]}[spec]
 
 
 @pytest.fixture
@@ -115,6 +120,15 @@ def scenario(request, monkeypatch):
         def broken(self, spec, args):
             raise SandboxError("injected: the replay store is unreachable")
         monkeypatch.setattr(ToolBox, "_replay", broken)
+    if request.param.endswith("wall_time"):
+        now = [0.0]
+        replay = ToolBox._replay
+
+        def slow(self, spec, args):
+            now[0] += 1.0
+            return replay(self, spec, args)
+        monkeypatch.setattr(budgets, "clock", lambda: now[0])
+        monkeypatch.setattr(ToolBox, "_replay", slow)
     return kwargs, _replies(replies), expected
 
 

@@ -34,7 +34,16 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..base import CodeRunner, ExecResult, Outcome, SandboxMisuse, StatefulBackend, StatefulProgram, ToolResult
+from ..base import (
+    CodeRunner,
+    ExecResult,
+    Outcome,
+    SandboxMisuse,
+    StatefulBackend,
+    StatefulProgram,
+    ToolResult,
+    run_time,
+)
 from .errors import ChannelTimeout, ImageMissing, ProgramError, SandboxError
 from .hardening import ContainerHardening
 from .image import image_exists, image_tag
@@ -272,16 +281,20 @@ class DockerCodeRunner(CodeRunner):
         self.grace_s = grace_s
         self._closed = False
 
-    def _run(self, op: str, timeout_s: float, program: StatefulProgram | None = None, **body: Any) -> ExecResult:
+    def _run(self, op: str, timeout_s: float, deadline: float | None, program: StatefulProgram | None = None,
+             **body: Any) -> ExecResult:
         if self._closed:
             raise SandboxError("DockerCodeRunner is closed; expected an open runner")
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        run_time(timeout_s, None)  # a bad timeout_s is refused before a container is drawn
         box = self.pool.acquire()
         started = time.time()
         try:
             if program is not None:
                 body["sha"] = _ensure_program(box, program, 30.0)
+            timeout_s = run_time(timeout_s, deadline)  # drawing the container and loading the program took from it
+            if timeout_s is None:
+                self.pool.release(box)
+                return ExecResult.not_started()
             response = box.request(op, timeout_s + self.grace_s, timeout=timeout_s, cap=self.output_cap_bytes, **body)
         except ChannelTimeout as exc:
             # Asked before our own kill: what the run left the container with, then the daemon's events.
@@ -343,12 +356,12 @@ class DockerCodeRunner(CodeRunner):
             timed_out=True,
         )
 
-    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "") -> ExecResult:
-        return self._run("run_python", timeout_s, code=code, stdin=stdin)
+    def run_python(self, code: str, *, timeout_s: float = 5.0, stdin: str = "", deadline: float | None = None) -> ExecResult:
+        return self._run("run_python", timeout_s, deadline, code=code, stdin=stdin)
 
     def run_sql(self, query: str, *, program: StatefulProgram, initial_state: Mapping[str, list],
-                timeout_s: float = 5.0) -> ExecResult:
-        return self._run("run_sql", timeout_s, program=program, query=query, state=dict(initial_state))
+                timeout_s: float = 5.0, deadline: float | None = None) -> ExecResult:
+        return self._run("run_sql", timeout_s, deadline, program=program, query=query, state=dict(initial_state))
 
     def close(self) -> None:
         self._closed = True

@@ -22,7 +22,9 @@ if "sopgym/Remote-v0" not in _gym.registry:
 
 
 def _register_sopbench_from_env() -> None:
-    """If ``SOPBENCH_DIR`` is set, register its SOP-Bench domains; never fail the import (warn instead)."""
+    """If ``SOPBENCH_DIR`` is set, register its SOP-Bench domains; never fail the import (warn instead).
+    ``SOPBENCH_ALLOW_TRAINING`` (comma-separated domain names) is the explicit override of licences the
+    matcher cannot settle (docs/sopbench.md)."""
     import os
 
     path = os.environ.get("SOPBENCH_DIR")
@@ -30,10 +32,11 @@ def _register_sopbench_from_env() -> None:
         return
     import warnings
 
+    allow = [name.strip() for name in os.environ.get("SOPBENCH_ALLOW_TRAINING", "").split(",") if name.strip()]
     try:
         from sopgym.sopbench import register as _register
 
-        report = _register(path)
+        report = _register(path, allow_training=allow)
     except Exception as exc:  # noqa: BLE001 - a broken checkout must not break `import sopgym`
         warnings.warn(f"SOPBENCH_DIR={path!r}: SOP-Bench domains not registered: {type(exc).__name__}: {exc}", stacklevel=2)
         return

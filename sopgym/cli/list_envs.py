@@ -34,6 +34,7 @@ def env_summaries() -> list[dict[str, Any]]:
             "output_fields": [f.name for f in pack.output_fields],
             "license": pack.license,
             "training_allowed": pack.training_allowed,
+            "training_note": pack.training_note,
         }
         for pack in sorted(all_packs(), key=lambda p: p.env_id)
     ]
@@ -51,4 +52,7 @@ def main(argv: list[str]) -> int:
         for r in rows
     ]
     print(table(["env id", "train", "val", "test", "tools", "output fields", "licence", "training"], lines))
+    for r in rows:
+        if not r["training_allowed"] and r["training_note"]:
+            print(f"{r['env_id']}: training not allowed: {r['training_note']}")
     return 0

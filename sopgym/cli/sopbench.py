@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("path", help="the SOP-Bench checkout (or its benchmarks/data folder)")
         p.add_argument("--recordings-dir", default=None, help="where recordings live (default ~/.cache/sopgym/sopbench)")
         p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--allow-training", action="append", default=[], metavar="DOMAIN",
+                       help="override a licence the matcher cannot settle, after reading it (repeatable; never "
+                            "overrides the no-training condition)")
         if name != "register":
             p.add_argument("--runner", default="docker", choices=("docker", "subprocess", "inprocess"),
                            help="where tools.py runs (default: the Docker sandbox)")
@@ -35,9 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _register(args: argparse.Namespace) -> int:
     from sopgym.sopbench import register
 
-    report = register(args.path, recordings_dir=args.recordings_dir)
+    report = register(args.path, recordings_dir=args.recordings_dir, allow_training=args.allow_training)
     rows = {name: {"env_id": f"sopbench/{name}-v0", "tasks": d.num_tasks, "training_allowed": d.training_allowed,
-                   "inputs_rule": d.inputs_rule, "has_tools": d.has_tools, "notes": list(d.problems)}
+                   "training_note": d.training_note, "inputs_rule": d.inputs_rule, "has_tools": d.has_tools,
+                   "notes": list(d.problems)}
             for name, d in report.domains.items()}
     if args.json:
         print(json.dumps({"domains": rows, "skipped": report.skipped}, indent=1))
@@ -45,6 +49,8 @@ def _register(args: argparse.Namespace) -> int:
         for row in rows.values():
             print(f"{row['env_id']}: {row['tasks']} tasks, license CC-BY-NC-4.0, "
                   f"training {'allowed' if row['training_allowed'] else 'NOT allowed'}, inputs {row['inputs_rule']}")
+            if not row["training_allowed"]:
+                print(f"  training: {row['training_note']}")
             for note in row["notes"]:
                 print(f"  note: {note}")
         for name, why in report.skipped.items():
@@ -56,7 +62,7 @@ def _register(args: argparse.Namespace) -> int:
 
 def _tool_options(args: argparse.Namespace) -> dict[str, Any]:
     return dict(recordings_dir=args.recordings_dir, runner=args.runner, trust_tools_code=args.trust_tools_code,
-                timeout_s=args.timeout_s, domains=args.domain)
+                timeout_s=args.timeout_s, domains=args.domain, allow_training=args.allow_training)
 
 
 def _record(args: argparse.Namespace) -> int:

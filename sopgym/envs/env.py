@@ -152,6 +152,13 @@ class SOPEnv(gym.Env):
         if unknown:
             raise ValueError(f"reset options may contain split, task_id, task_index; got {sorted(unknown)}")
         task = self._pick_task(options)
+        first = self._first_messages(task)
+        bound = self.observation_space.max_length
+        if len(first[-1]["content"]) > bound:
+            raise ValueError(
+                f"task {task.task_id} cannot be posed: its first observation (the user message with the task's "
+                f"inputs) has {len(first[-1]['content']):,} characters, more than this env's observation bound of "
+                f"{bound:,} (max_observation_length); pass a larger max_observation_length to pose it")
         if self._toolbox is None:
             self._toolbox = self._make_toolbox()
         self._toolbox.start_episode(self.pack.sandbox_episode(task))
@@ -165,9 +172,8 @@ class SOPEnv(gym.Env):
         self._num_calls_ok = 0
         self._infra_failure = False
         self.wall_time.start_episode()
-        user = {"role": "user", "content": self.pack.user_message(task.inputs)}
-        self._messages: list[dict[str, Any]] = [self._system, user]
-        self._context_used = self.length_fn(self._system["content"]) + self.length_fn(user["content"])
+        self._messages: list[dict[str, Any]] = first
+        self._context_used = sum(self.length_fn(m["content"]) for m in first)
         info = {
             "task_id": task.task_id,
             "domain": self.pack.name,
@@ -182,7 +188,7 @@ class SOPEnv(gym.Env):
             "status": Status.OK.value,
             "turn": 0,
         }
-        return user["content"], info
+        return first[-1]["content"], info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._task is None:
@@ -356,6 +362,10 @@ class SOPEnv(gym.Env):
             return self.pack.task(split, index)
         high = sizes[split] if sizes[split] is not None else 2**31 - 1
         return self.pack.task(split, int(self.np_random.integers(0, high)))
+
+    def _first_messages(self, task: Task) -> list[dict[str, Any]]:
+        """The chat an episode starts with; its last message, the user's, is the first observation."""
+        return [self._system, {"role": "user", "content": self.pack.user_message(task.inputs)}]
 
     def _make_toolbox(self) -> ToolBox:
         stateful = None

@@ -181,6 +181,8 @@ class DomainPack:
         split_sizes: number of tasks per split; ``None`` means unlimited (train).
         license: licence of the domain's data.
         training_allowed: False forbids training on the domain (the trainer refuses it).
+        training_note: why training is or is not allowed, when the licence had to be read to decide
+            (``sopgym list`` shows it; SOP-Bench domains set it from their ``LICENSE.md``).
         theme: the SOP-Bench industrial theme this domain covers.
         format_inputs: renders the user message from the inputs.
     """
@@ -198,6 +200,7 @@ class DomainPack:
     split_sizes: Mapping[str, int | None] = field(default_factory=lambda: {"train": None, "val": 200, "test": 200})
     license: str = "Apache-2.0"
     training_allowed: bool = True
+    training_note: str = ""
     theme: str = ""
     format_inputs: Callable[[Mapping[str, Any]], str] | None = None
     #: Env ids are ``<namespace>/<name>-v<version>``: ``sopgym`` for ours, ``sopbench`` for adapted ones.

@@ -39,13 +39,13 @@ def _factory(domain, runner: str, trust_tools_code: bool, timeout_s: float):
 
 
 def record(path, *, recordings_dir=None, runner: str = "docker", trust_tools_code: bool = False,
-           timeout_s: float = 120.0, repeats: int = 2, domains=None) -> dict:
+           timeout_s: float = 120.0, repeats: int = 2, domains=None, allow_training=()) -> dict:
     """Pre-record every task's ground-truth-plan responses of every domain with tools.py under ``path``.
 
     Returns:
         ``{domain: path of the recording written}``, or ``{domain: "skipped: <why>"}``.
     """
-    report = load(path)
+    report = load(path, allow_training=allow_training)
     out = {name: f"skipped: {why}" for name, why in report.skipped.items()}
     for name, domain in report.domains.items():
         if domains and name not in domains:
@@ -59,10 +59,10 @@ def record(path, *, recordings_dir=None, runner: str = "docker", trust_tools_cod
 
 
 def check(path, *, recordings_dir=None, runner: str | None = "docker", trust_tools_code: bool = False,
-          timeout_s: float = 120.0, repeats: int = 2, domains=None) -> dict:
+          timeout_s: float = 120.0, repeats: int = 2, domains=None, allow_training=()) -> dict:
     """Audit every domain under ``path`` (see :mod:`.check`). ``runner=None`` never runs code and uses
     existing recordings only. Returns ``{domain: DomainCheck}`` and, for unloadable folders, ``{folder: reason}``."""
-    report = load(path)
+    report = load(path, allow_training=allow_training)
     out: dict = dict(report.skipped)
     for name, domain in report.domains.items():
         if domains and name not in domains:

@@ -10,7 +10,7 @@ models on the data; the licence is CC-BY-NC-4.0 for all of SOP-Bench.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,7 @@ def build_pack(domain: SopBenchDomain) -> tuple[DomainPack, list[str]]:
         split_sizes={"train": 0, "val": 0, "test": domain.num_tasks},
         license=LICENSE,
         training_allowed=domain.training_allowed,
+        training_note=domain.training_note,
         theme=str(domain.metadata.get("domain") or domain.name),
         format_inputs=chat_user_message,
         namespace=NAMESPACE,
@@ -156,27 +157,31 @@ def build_pack(domain: SopBenchDomain) -> tuple[DomainPack, list[str]]:
     return pack, notes
 
 
-def register(path: str | Path, *, recordings_dir: str | Path | None = None, replace: bool = True) -> LoadReport:
+def register(path: str | Path, *, recordings_dir: str | Path | None = None, replace: bool = True,
+             allow_training: Collection[str] = ()) -> LoadReport:
     """Load a SOP-Bench checkout and register every loadable domain as ``sopbench/<domain>-v0``.
 
     Args:
         path: the checkout (or its ``benchmarks/data`` folder, or one domain folder).
         recordings_dir: where recordings are read from (default ``~/.cache/sopgym/sopbench``).
         replace: re-registering a domain replaces it (a re-loaded checkout wins).
+        allow_training: domains whose licence the matcher cannot settle and a person found to allow
+            training (:func:`.loader.load`).
 
     Returns:
-        The :class:`LoadReport`; domains whose toolspecs cannot be adapted are moved to ``skipped``.
+        The :class:`LoadReport`; each folder that cannot be loaded, and each domain whose toolspecs
+        cannot be adapted, is in ``skipped`` with the reason; the others are registered.
     """
     import gymnasium as gym
 
     from sopgym.sop_tasks.registry import register_pack as register_source
 
-    report = load(path)
+    report = load(path, allow_training=allow_training)
     for name, domain in list(report.domains.items()):
         try:
             pack, notes = build_pack(domain)
-        except ValueError as exc:
-            report.skipped[name] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - one domain's tools must not unregister the others
+            report.skipped[name] = str(exc) if isinstance(exc, ValueError) else f"{name}: {type(exc).__name__}: {exc}"
             del report.domains[name]
             continue
         register_source(pack, replace=replace)

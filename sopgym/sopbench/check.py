@@ -116,8 +116,9 @@ def check_domain(domain: SopBenchDomain, runner_factory: Callable[[], Any] | Non
                  recording: Recording | None = None, repeats: int = 2) -> tuple[DomainCheck, Recording | None]:
     """Audit one domain. Runs the tools live when ``runner_factory`` is given (and tools.py exists),
     else replays ``recording`` if it matches the checkout. Returns the report and the recording made."""
+    licence = [] if domain.training_allowed else [f"training not allowed: {domain.training_note}"]
     report = DomainCheck(domain.name, domain.num_tasks, domain.inputs_rule, list(domain.hidden_columns),
-                         domain.training_allowed, "no", notes=list(domain.problems))
+                         domain.training_allowed, "no", notes=list(domain.problems) + licence)
     made = None
     if runner_factory is not None and domain.has_tools:
         made, plan = record_groundtruth(domain, runner_factory, repeats=repeats)

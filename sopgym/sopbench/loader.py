@@ -18,6 +18,13 @@ Inputs shown to the agent:
 
 Upstream shows the whole row, ground truth included, in the last two cases; we never show a
 ground-truth column, and :attr:`SopBenchDomain.inputs_rule` / ``hidden_columns`` say what we did.
+
+Each folder is loaded on its own (:func:`load`): a folder whose files are missing or malformed (a
+``metadata.json`` that is not an object, ``input_columns`` that are not a list of names, a
+``toolspecs.json`` entry that is not a tool spec...) is reported by name with what is wrong, and the
+other folders load. Two folders whose names give the same env id (``collide-a`` and ``collide_a``
+both give ``sopbench/collide_a-v0``) are both reported and neither is loaded. Whether training is
+allowed is decided by :mod:`.licence`.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .licence import NO_TRAINING_CONDITION, judge_licence
 
 __all__ = [
     "SopBenchDomain",
@@ -44,8 +53,6 @@ __all__ = [
 ]
 
 LICENSE = "CC-BY-NC-4.0"
-#: The condition in a domain's LICENSE.md that forbids training on it.
-NO_TRAINING_CONDITION = "No one should take steps to facilitate training AI models on this data"
 
 _TASK_FILES = ("test_set_with_outputs.csv", "test_set.csv")
 _REQUIRED = ("sop.txt", "toolspecs.json")
@@ -90,7 +97,9 @@ class SopBenchDomain:
         hidden_columns: columns neither shown nor ground truth (only tools reveal them).
         has_tools: ``tools.py`` is present.
         license_text: ``LICENSE.md`` content ('' if absent).
-        training_allowed: False when the licence forbids training AI models on the data.
+        training_allowed: False when the licence forbids training AI models on the data, or mentions
+            training in a way the matcher cannot settle (:func:`.licence.judge_licence`).
+        training_note: why training is or is not allowed.
         content_hash: sha256 over the SOP, toolspecs, task CSV, tools.py, metadata and licence.
         problems: non-fatal findings (missing tools.py, schema keywords dropped...).
     """
@@ -109,6 +118,7 @@ class SopBenchDomain:
     license_text: str
     training_allowed: bool
     content_hash: str
+    training_note: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
 
@@ -178,15 +188,43 @@ def _is_candidate(folder: Path) -> bool:
     return (folder / "sop.txt").is_file() or any((folder / f).is_file() for f in _TASK_FILES)
 
 
-def load(path: str | Path) -> LoadReport:
-    """Load every domain under ``path``; a folder that cannot be loaded is in ``skipped`` with the reason."""
+def domain_name(folder_name: str) -> str:
+    """The domain name (``sopbench/<name>-v0``) of a folder: every non-word character becomes ``_``."""
+    return re.sub(r"\W", "_", folder_name)
+
+
+def load(path: str | Path, *, allow_training: Collection[str] = ()) -> LoadReport:
+    """Load every domain under ``path``, each folder on its own.
+
+    Args:
+        path: the checkout, its data folder, or one domain folder.
+        allow_training: names of domains whose licence the matcher cannot settle and a person has
+            read and found to allow training (never overrides the no-training condition).
+
+    Returns:
+        The loaded domains; ``skipped`` holds, per folder name, why it was not loaded: a missing or
+        malformed file (its name and what is wrong), or an env id another folder gives too.
+    """
     root = _benchmark_root(Path(path).expanduser())
     report = LoadReport(root=root)
-    for folder in discover(path):
+    folders = discover(path)
+    by_name: dict[str, list[str]] = {}
+    for folder in folders:
+        by_name.setdefault(domain_name(folder.name), []).append(folder.name)
+    for folder in folders:
+        name = domain_name(folder.name)
+        if len(by_name[name]) > 1:
+            others = [f for f in by_name[name] if f != folder.name]
+            report.skipped[folder.name] = (f"env id sopbench/{name}-v0 is also the id of folder(s) {others}: "
+                                           "neither is loaded; rename all but one")
+            continue
         try:
-            domain = load_domain(folder)
+            domain = load_domain(folder, allow_training=name in allow_training)
         except (ValueError, OSError, ImportError) as exc:
             report.skipped[folder.name] = str(exc)
+            continue
+        except Exception as exc:  # noqa: BLE001 - one folder's unforeseen content must not unload the others
+            report.skipped[folder.name] = f"{folder.name}: could not be loaded: {type(exc).__name__}: {exc}"
             continue
         report.domains[domain.name] = domain
     return report
@@ -199,8 +237,56 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="latin-1")
 
 
-def load_domain(folder: str | Path) -> SopBenchDomain:
+def _json_file(folder: Path, file: str, expected: type, what: str) -> Any:
+    try:
+        value = json.loads((folder / file).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ValueError(f"{folder.name}: {file} is not valid JSON: {exc}") from exc
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise ValueError(f"{folder.name}: {file} cannot be read: {exc}") from exc
+    if not isinstance(value, expected):
+        raise ValueError(f"{folder.name}: {file} must be {what}, got {_kind(value)}")
+    return value
+
+
+def _kind(value: Any) -> str:
+    text = json.dumps(value, default=str)[:60] if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+    return f"{type(value).__name__} {text}"
+
+
+def _check_toolspecs(folder: Path, toolspecs: list) -> None:
+    """Every entry is a Bedrock tool spec (``{"toolSpec": {...}}`` or the bare form) with a string name,
+    a string description if any, and an ``inputSchema`` object whose ``json`` is an object."""
+    where = f"{folder.name}: toolspecs.json"
+    for i, entry in enumerate(toolspecs):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} entry {i} must be an object {{'toolSpec': {{'name', ...}}}}, got {_kind(entry)}")
+        spec = spec_of(entry)
+        if not isinstance(spec, dict):
+            raise ValueError(f"{where} entry {i}: 'toolSpec' must be an object with a 'name', got {_kind(spec)}")
+        if not isinstance(spec.get("name"), str) or not spec["name"]:
+            raise ValueError(f"{where} entry {i}: 'name' must be a non-empty string, got {_kind(spec.get('name'))}")
+        if not isinstance(spec.get("description", ""), str):
+            raise ValueError(f"{where} entry {i} ({spec['name']}): 'description' must be a string, got {_kind(spec['description'])}")
+        schema = spec.get("inputSchema", {})
+        if not isinstance(schema, dict) or not isinstance(schema.get("json", {}), dict):
+            raise ValueError(f"{where} entry {i} ({spec['name']}): 'inputSchema' must be an object whose 'json' is a "
+                             f"JSON Schema object, got {_kind(schema)}")
+
+
+def _check_columns(folder: Path, metadata: Mapping[str, Any]) -> None:
+    for key in ("input_columns", "output_columns"):
+        value = metadata.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(c, str) for c in value)):
+            raise ValueError(f"{folder.name}: metadata.json: {key!r} must be a list of column names (strings), got {_kind(value)}")
+
+
+def load_domain(folder: str | Path, *, allow_training: bool = False) -> SopBenchDomain:
     """Load one domain folder.
+
+    Args:
+        folder: the domain's folder.
+        allow_training: override a licence the matcher cannot settle (see :mod:`.licence`).
 
     Raises:
         ValueError: a required file is missing or malformed (the message names it).
@@ -218,25 +304,19 @@ def load_domain(folder: str | Path) -> SopBenchDomain:
     except ImportError as exc:
         raise ImportError(f"loading SOP-Bench needs pandas (pip install pandas): {exc}") from exc
 
-    name = re.sub(r"\W", "_", folder.name)
+    name = domain_name(folder.name)
     problems: list[str] = []
     if name != folder.name:
         problems.append(f"folder name {folder.name!r} is not an identifier; domain name {name!r}")
     sop = _read_text(folder / "sop.txt")
     if not sop.strip():
         raise ValueError(f"{folder.name}: sop.txt is empty")
-    try:
-        toolspecs = json.loads((folder / "toolspecs.json").read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{folder.name}: toolspecs.json is not valid JSON: {exc}") from exc
-    if not isinstance(toolspecs, list) or not all(isinstance(e, dict) and "name" in spec_of(e) for e in toolspecs):
-        raise ValueError(f"{folder.name}: toolspecs.json must be a list of {{'toolSpec': {{'name', ...}}}} entries")
+    toolspecs = _json_file(folder, "toolspecs.json", list, "a list of {'toolSpec': {'name', ...}} entries")
+    _check_toolspecs(folder, toolspecs)
     metadata: dict[str, Any] = {}
     if (folder / "metadata.json").is_file():
-        try:
-            metadata = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{folder.name}: metadata.json is not valid JSON: {exc}") from exc
+        metadata = _json_file(folder, "metadata.json", dict, "an object")
+        _check_columns(folder, metadata)
 
     frame = pd.read_csv(folder / task_file)
     if len(frame) == 0:
@@ -280,7 +360,7 @@ def load_domain(folder: str | Path) -> SopBenchDomain:
     if not has_tools:
         problems.append("tools.py missing: tools can only be answered from a recording")
     license_text = _read_text(folder / "LICENSE.md") if (folder / "LICENSE.md").is_file() else ""
-    training_allowed = " ".join(NO_TRAINING_CONDITION.lower().split()) not in " ".join(license_text.lower().split())
+    verdict = judge_licence(license_text, allow_training=allow_training)
     return SopBenchDomain(
         name=name,
         path=folder.resolve(),
@@ -294,7 +374,8 @@ def load_domain(folder: str | Path) -> SopBenchDomain:
         has_tools=has_tools,
         task_file=task_file,
         license_text=license_text,
-        training_allowed=training_allowed,
+        training_allowed=verdict.training_allowed,
+        training_note=verdict.reason,
         content_hash=domain_hash(folder, task_file),
         metadata=metadata,
         problems=tuple(problems),

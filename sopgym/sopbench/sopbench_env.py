@@ -107,16 +107,16 @@ class SopBenchEnv(SOPEnv):
         return SopBenchToolBox(self.pack.tools, domain.tool_names, recording=self.recording,
                                runner_factory=factory, mode=self.tool_mode)
 
+    def _first_messages(self, task):
+        """Upstream style: one user message with the SOP and the row, no system message."""
+        if self.prompt_style != "upstream":
+            return super()._first_messages(task)
+        domain = self.registered.domain
+        return [{"role": "user", "content": upstream_user_message(domain.sop, domain.raw_row(task.index), domain.input_columns)}]
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = super().reset(seed=seed, options=options)
         domain = self.registered.domain
-        if self.prompt_style == "upstream":
-            index = self._task.index
-            text = upstream_user_message(domain.sop, domain.raw_row(index), domain.input_columns)
-            self._messages = [{"role": "user", "content": text}]
-            self._context_used = self.length_fn(text)
-            observation = text
-            info["messages"] = list(self._messages)
         info["sopbench"] = {
             "inputs_rule": domain.inputs_rule,
             "shown_columns": list(domain.input_columns),

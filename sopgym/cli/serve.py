@@ -1,14 +1,19 @@
 """``sopgym serve --env ID``: serve one env over OpenEnv's protocol (sessions, MCP tools, task API;
-:func:`sopgym.integrations.openenv_server.serve`, docs/integrations.md)."""
+:func:`sopgym.integrations.openenv_server.serve`, docs/integrations.md and its threat model)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from sopgym.cli.arguments import parse_env_args
+from sopgym.cli.arguments import parse_env_args, positive_int
 
 __all__ = ["build_parser", "main", "needs"]
+
+#: Default of --max-request-bytes (``sopgym.integrations.openenv_server.MAX_REQUEST_BYTES``; not imported
+#: here: the command layer loads no optional dependency until a command runs).
+_MAX_REQUEST_BYTES = 16 * 2**20
 
 
 def needs() -> None:
@@ -27,19 +32,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sopgym serve",
         description="Serves one sopgym env as an OpenEnv environment server: one env per WebSocket session, MCP "
-                    "tools/list and tools/call, and the task API. Clients: OpenEnv's EnvClient/MCPToolClient, or "
-                    "gymnasium.make('sopgym/Remote-v0', url=...). See docs/integrations.md.")
+                    "tools/list and tools/call, and the task API. Clients: OpenEnv's EnvClient/MCPToolClient, "
+                    "sopgym.integrations.openenv_client.SopgymEnvClient, or gymnasium.make('sopgym/Remote-v0', url=...). "
+                    "Every request needs the token (from SOPGYM_SERVE_TOKEN, else generated and printed at start). "
+                    "See docs/integrations.md (threat model).")
     parser.add_argument("--env", required=True, help="env id, e.g. sopgym/CustomerServiceTroubleshooting-v0 (see `sopgym list`)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only; the server has no authentication)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     parser.add_argument("--port", type=_port, default=8000)
-    parser.add_argument("--max-sessions", type=int, default=8, help="sessions (envs) at once; more are refused")
+    parser.add_argument("--max-sessions", type=int, default=8,
+                        help="sessions at once, and envs at once whatever made them (HTTP resets included); more are refused")
     parser.add_argument("--idle-timeout", type=float, default=600.0,
                         help="seconds without a message after which a session and its env are closed (0: never)")
     parser.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a gymnasium.make kwarg for every session's env (repeatable; VALUE read as JSON when it "
                              "parses), e.g. --env-arg sandbox=docker --env-arg max_turns=12")
+    parser.add_argument("--no-token", action="store_true",
+                        help="accept requests without a token (default: the token in SOPGYM_SERVE_TOKEN, else a generated one)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                        help="a Host name to answer besides localhost and IP addresses (repeatable; '*': any), e.g. the "
+                             "DNS name clients use for a server on another host")
+    parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a browser origin (scheme://host[:port]) allowed to connect (repeatable; '*': any)")
+    parser.add_argument("--max-request-bytes", type=positive_int, default=_MAX_REQUEST_BYTES,
+                        help=f"largest HTTP body or WebSocket frame (default {_MAX_REQUEST_BYTES})")
+    parser.add_argument("--send-ground-truth", action="store_true",
+                        help="send records with their expected answer and state (to score episodes on the client: "
+                             "the runner, sopgym eval or a trainer through sopgym/Remote-v0); default: they never leave")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     return parser
+
+
+def _app_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``create_server_app``'s arguments (the env id first) and the token's source, from parsed arguments."""
+    from sopgym.integrations.openenv_server import resolve_token
+
+    token, source = resolve_token(args.no_token)
+    return dict(env_id=args.env, token=token, token_source=source, env_kwargs=parse_env_args(args.env_arg),
+                max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None, allowed_hosts=args.allow_host,
+                allowed_origins=args.allow_origin, max_request_bytes=args.max_request_bytes,
+                send_ground_truth=args.send_ground_truth)
 
 
 def main(argv: list[str]) -> int:
@@ -48,9 +79,9 @@ def main(argv: list[str]) -> int:
     from sopgym.integrations.openenv_server import serve
 
     try:
-        serve(args.env, host=args.host, port=args.port, env_kwargs=parse_env_args(args.env_arg),
-              max_sessions=args.max_sessions, idle_timeout_s=args.idle_timeout or None, log_level=args.log_level)
+        serve(**_app_options(args), host=args.host, port=args.port, log_level=args.log_level)
     except ValueError as exc:
         print(f"sopgym serve: {exc}", file=sys.stderr)
         return 2
     return 0
+

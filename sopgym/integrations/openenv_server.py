@@ -5,10 +5,10 @@ The app is OpenEnv's own (``openenv.core.env_server.create_app``) over :class:`S
 OpenEnv ``MCPEnvironment`` holding one sopgym env (``gymnasium.make(env_id, **env_kwargs)``) per
 session. What a client gets:
 
-* **Sessions** (WebSocket ``/ws``, OpenEnv's ``EnvClient``/``GenericEnvClient``): one env per
-  connection, at most ``max_sessions`` at once (more are refused with ``CAPACITY_REACHED``), closed
-  after ``idle_timeout_s`` without a message (the next request then fails with
-  :data:`~sopgym.integrations.protocol.SESSION_CLOSED`).
+* **Sessions** (WebSocket ``/ws``, OpenEnv's ``EnvClient``/``GenericEnvClient``, the typed
+  :class:`~sopgym.integrations.openenv_client.SopgymEnvClient`): one env per connection, at most
+  ``max_sessions`` at once (more are refused with ``CAPACITY_REACHED``), closed after ``idle_timeout_s``
+  without a message (the next request then fails with :data:`~sopgym.integrations.protocol.SESSION_CLOSED`).
 
   - ``reset(seed=, options=)`` (gymnasium's), or ``split=`` and ``index=`` / ``task_id=`` (the task
     API's); ``episode_id=`` is kept in the state.
@@ -27,30 +27,48 @@ session. What a client gets:
 * **Task API**: ``/{name}/splits``, ``tasks``, ``num_tasks``, ``task``, ``task_range`` with ``name`` =
   :func:`~sopgym.integrations.protocol.task_api_name` of the env id. A task spec is
   ``{"id", "split", "index"}``; ``num_tasks`` is ``null`` for an unlimited (generated) split, whose
-  ``tasks`` list is a preview of its first :data:`TASK_PREVIEW`.
+  ``tasks`` list is a preview of its first :data:`TASK_PREVIEW`. No request returns more than
+  :data:`MAX_TASKS_PER_REQUEST` tasks (``task_range`` pages), and one whose client leaves stops.
+* **Stateless HTTP** (OpenEnv's ``POST /reset`` and ``/step``): a fresh env per request, closed with it.
 
-Observations (:class:`SopgymObservation`) put what a model may see in ``text`` (the gymnasium
-observation), ``messages`` (the chat messages the reset or step added) and ``tool_schemas`` (at reset);
-``gym_step`` holds the exact gymnasium return value for harnesses (:mod:`sopgym.integrations.protocol`)
-and includes bookkeeping a prompt must never show (``difficulty``; at the end the record with the
-expected answer). Requests the server refuses (no episode running, unknown reset keys, a bad
-split or task index) fail with :data:`~sopgym.integrations.protocol.BAD_REQUEST` messages saying what
-was expected and what came; over HTTP they are 400s.
+Observations (:class:`~sopgym.integrations.openenv_models.SopgymObservation`) put what a model may see
+in ``text`` (the gymnasium observation), ``messages`` (the chat messages the reset or step added) and
+``tool_schemas`` (at reset); ``gym_step`` holds the exact gymnasium return value for harnesses
+(:mod:`sopgym.integrations.protocol`) and includes bookkeeping a prompt must never show
+(``difficulty``; at the end the episode record). Requests the server refuses (no episode running,
+unknown reset keys, a bad split or task index) fail with
+:data:`~sopgym.integrations.protocol.BAD_REQUEST` messages saying what was expected and what came; over
+HTTP they are 400s.
 
-The server has no authentication: anyone who reaches its port can run episodes and read their
-records. Bind it to loopback (the default) or put it behind something that authenticates.
+What bounds the server, and who may use it (the threat model is in docs/integrations.md):
+
+* **Envs**: every path that makes an env (a WebSocket or MCP session's reset, a stateless ``POST
+  /reset``) takes one of ``max_sessions`` slots (:class:`EnvSlots`), given back once the env is closed;
+  a reset beyond it is refused (:data:`~sopgym.integrations.protocol.AT_CAPACITY`, a 503 over HTTP).
+  With ``sandbox="docker"`` each env's container is destroyed with it (never kept warm).
+* **Requests**: bodies and WebSocket frames up to ``max_request_bytes``; task lists and ranges up to
+  :data:`MAX_TASKS_PER_REQUEST`; a request whose client leaves is cancelled and its work stops;
+  SIGTERM stops the server within :data:`SHUTDOWN_GRACE_S` seconds plus a moment.
+* **Access** (:mod:`sopgym.integrations.serve_guard`): a token on every request but ``/health``, only
+  local or allow-listed ``Host`` names, no foreign ``Origin``.
+* **Ground truth**: the expected answer and state
+  (:data:`~sopgym.integrations.protocol.GROUND_TRUTH_KEYS`) never leave the server unless
+  ``send_ground_truth`` is set; the record says what it lacks under
+  :data:`~sopgym.integrations.protocol.WITHHELD_KEY`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import queue
+import secrets
 import sys
 import threading
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 from fastapi import FastAPI, Request
@@ -64,43 +82,50 @@ from openenv.core.env_server.mcp_environment import MCPEnvironment
 from openenv.core.env_server.mcp_types import (
     RESERVED_TOOL_NAMES,
     CallToolAction,
-    CallToolObservation,
     ListToolsAction,
     ListToolsObservation,
     Tool,
 )
-from openenv.core.env_server.types import Action, ConcurrencyConfig, EnvironmentMetadata, Observation, State
-from pydantic import BaseModel, Field, PrivateAttr, model_validator
-from pydantic_core import PydanticCustomError
+from openenv.core.env_server.types import Action, ConcurrencyConfig, EnvironmentMetadata, Observation
+from pydantic import PrivateAttr
 
 import sopgym
 from sopgym.envs.wrappers import dumps_line, to_jsonable
 from sopgym.sop_tasks.pack import SPLITS, DomainPack
-from sopgym.status import END_CAUSES
 
+from .openenv_models import SopgymAction, SopgymObservation, SopgymState, SopgymToolObservation
 from .protocol import (
-    ACTION_TYPES,
+    AT_CAPACITY,
     BAD_REQUEST,
-    PROTOCOL_KEY,
-    PROTOCOL_VERSION,
+    GROUND_TRUTH_KEYS,
     RESET_KEYS,
     SESSION_CLOSED,
+    TOKEN_ENV,
+    WITHHELD_KEY,
     is_loopback,
     task_api_name,
+    token_from_env,
 )
+from .serve_guard import ServeGuard
 
 __all__ = [
     "SopgymAction", "SopgymObservation", "SopgymToolObservation", "SopgymState", "SopgymEnvironment",
-    "ServedEnv", "RequestError", "SessionClosedError", "create_server_app", "serve",
-    "TASK_PREVIEW",
+    "ServedEnv", "EnvSlots", "RequestError", "SessionClosedError", "CapacityError", "create_server_app", "serve",
+    "announce", "resolve_token", "TASK_PREVIEW", "MAX_TASKS_PER_REQUEST", "MAX_REQUEST_BYTES", "SHUTDOWN_GRACE_S",
 ]
 
 #: How many tasks ``/{name}/tasks`` lists for an unlimited split.
 TASK_PREVIEW = 100
+#: The most tasks one task API request returns: ``tasks`` of a bigger split lists its first ones, and a
+#: ``task_range`` over more is refused (page through it instead).
+MAX_TASKS_PER_REQUEST = 1000
 #: OpenEnv's split types for sopgym's split names.
 _SPLIT_TYPES = {"train": "train", "val": "validation", "test": "test"}
-#: Largest WebSocket frame the server accepts (a reply; observations go the other way).
-MAX_REQUEST_BYTES = 64 * 2**20
+#: Default for the largest request, an HTTP body or a WebSocket frame (a reply; observations go the other
+#: way): a reply at the default action bound (1M characters) is at most 12 MB as ASCII JSON.
+MAX_REQUEST_BYTES = 16 * 2**20
+#: Seconds a stopping server (SIGTERM, Ctrl-C) gives requests in flight before it cancels them.
+SHUTDOWN_GRACE_S = 3.0
 
 
 class RequestError(ValueError):
@@ -117,80 +142,66 @@ class SessionClosedError(RuntimeError):
         super().__init__(SESSION_CLOSED + message)
 
 
-# --------------------------------------------------------------------------------------------------
-# Wire types
-# --------------------------------------------------------------------------------------------------
-class SopgymAction(Action):
-    """One ``step`` request (see :data:`~sopgym.integrations.protocol.ACTION_TYPES`)."""
+class CapacityError(RuntimeError):
+    """A reset that would make an env beyond the server's limit (:class:`EnvSlots`)."""
 
-    type: Literal["reply", "call_tool", "list_tools", "end_episode"] = Field(
-        default="reply", description="reply | call_tool | list_tools | end_episode")
-    reply: Any = Field(default=None, description="type=reply: the assistant's reply, a string or an assistant message dict")
-    tool_name: str | None = Field(default=None, description="type=call_tool: the tool to call")
-    arguments: dict[str, Any] | None = Field(default=None, description="type=call_tool: its arguments")
-    cause: str | None = Field(default=None, description=f"type=end_episode: one of {sorted(END_CAUSES)}")
-    message: str = Field(default="", description="type=end_episode: why (kept in status_message)")
-
-    @model_validator(mode="after")
-    def _fields_match_type(self) -> SopgymAction:
-        given = self.model_fields_set - {"type", "metadata"}
-        needs = {"reply": {"reply"}, "call_tool": {"tool_name"}, "list_tools": set(), "end_episode": {"cause"}}[self.type]
-        allowed = needs | {"call_tool": {"arguments"}, "end_episode": {"message"}}.get(self.type, set())
-        # PydanticCustomError, not ValueError: OpenEnv sends the validation errors to the client, and an
-        # exception object in their context cannot be encoded (the session would die instead).
-        if not needs <= given or not given <= allowed:
-            raise PydanticCustomError("sopgym_action", "{detail}", {"detail": (
-                f"a {self.type!r} action takes {sorted(allowed) or 'no other keys'} (required: {sorted(needs) or 'none'}); "
-                f"got {sorted(given)}. Action types: {list(ACTION_TYPES)}")})
-        if self.type == "end_episode" and self.cause not in END_CAUSES:
-            raise PydanticCustomError("sopgym_action", "{detail}", {
-                "detail": f"end_episode cause must be one of {sorted(END_CAUSES)}, got {self.cause!r}"})
-        return self
+    def __init__(self, message: str):
+        super().__init__(AT_CAPACITY + message)
 
 
-class _SopgymFields(BaseModel):
-    text: str = Field(default="", description="the gymnasium observation: the task at reset, the tool results after a step")
-    messages: list[dict[str, Any]] = Field(
-        default_factory=list, description="the chat messages this reset/step added (reset: system + user)")
-    # Not "tools": OpenEnv's MCP clients read an observation with a "tools" key as a tools/list answer.
-    tool_schemas: list[dict[str, Any]] | None = Field(
-        default=None, description="the tool schemas (OpenAI format, what a chat template's tools= takes), at reset")
-    status: str = Field(default="OK", description="info['status'] (sopgym.status.Status)")
-    status_message: str | None = Field(default=None, description="info['status_message']")
-    terminated: bool = False
-    truncated: bool = False
-    gym_step: str = Field(
-        default="", description="the exact gymnasium return value as ASCII JSON, for harnesses: it includes "
-                                "bookkeeping (difficulty, the final record) that a prompt must never show")
+class EnvSlots:
+    """The envs alive on one server, at most ``limit``, whatever made them: a WebSocket or MCP session's
+    reset, or a stateless ``POST /reset``. A slot is taken when an env is made and given back once that
+    env is closed (its sandbox with it). Thread-safe.
+
+    Args:
+        limit: the most envs at once (``sopgym serve --max-sessions``).
+    """
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.in_use = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        """Raises: CapacityError: ``limit`` envs are alive."""
+        with self._lock:
+            if self.in_use >= self.limit:
+                raise CapacityError(f"{self.in_use}/{self.limit} envs in use (--max-sessions {self.limit}), counting "
+                                    "sessions and stateless HTTP resets; retry once one closes")
+            self.in_use += 1
+
+    def give_back(self) -> None:
+        with self._lock:
+            assert self.in_use > 0, "a slot given back twice"
+            self.in_use -= 1
 
 
-class SopgymObservation(Observation, _SopgymFields):
-    """The observation of a reset, a reply or an end."""
+class _Worker:
+    """One daemon thread that runs a session's env calls in order. Not a ``ThreadPoolExecutor``: its
+    threads are joined at interpreter exit, so a step stuck in a slow tool would hold a stopping server."""
 
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="sopgym-session", daemon=True).start()
 
-class SopgymToolObservation(CallToolObservation, _SopgymFields):
-    """The observation of a ``call_tool`` step: OpenEnv's ``CallToolObservation`` (``result`` is the tool message) plus sopgym's fields."""
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        future: Future = Future()
+        self._calls.put((future, fn))
+        return future
 
+    def shutdown(self) -> None:
+        """Stop after the calls already submitted."""
+        self._calls.put(None)
 
-class SopgymState(State):
-    """The session's state: what a harness needs between steps."""
-
-    sopgym_protocol: int = PROTOCOL_VERSION
-    sopgym_version: str = sopgym.__version__
-    env_id: str = ""
-    max_observation_length: int = 0
-    task_id: str | None = None
-    split: str | None = None
-    status: str | None = None
-    done: bool = False
-    terminated: bool = False
-    truncated: bool = False
-    total_reward: float = 0.0
-    infrastructure_failure: bool = False
-    episode: dict[str, Any] | None = Field(default=None, description="the episode record once the episode ended (includes the expected answer)")
-
-
-assert PROTOCOL_KEY in SopgymState.model_fields  # how a client recognises a sopgym server
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            future, fn = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # noqa: BLE001 - the caller gets it from the future
+                    future.set_exception(exc)
 
 
 def _printable(value: Any) -> Any:
@@ -238,7 +249,7 @@ class ServedEnv:
         Raises:
             ValueError: an unknown env id, a non-sopgym env, or bad kwargs.
         """
-        kwargs = dict(env_kwargs or {})
+        kwargs = _released_with_their_env(dict(env_kwargs or {}))
         if env_id not in gym.registry:
             raise ValueError(f"unknown env id {env_id!r}; expected one of `sopgym list` (e.g. sopgym/WarehouseReceiving-v0)")
         env = gym.make(env_id, **kwargs)
@@ -262,6 +273,24 @@ class ServedEnv:
     def mcp_tools(self) -> list[Tool]:
         return [Tool(name=t["function"]["name"], description=t["function"].get("description", ""),
                      input_schema=t["function"]["parameters"]) for t in self.tools]
+
+
+def _released_with_their_env(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env kwargs with a Docker sandbox's container destroyed when its env closes (``keep_warm=False``):
+    a warm container outlives its session and is bounded by no session limit.
+
+    Raises:
+        ValueError: ``sandbox_options`` asks for ``keep_warm=True``.
+    """
+    if kwargs.get("sandbox") != "docker":
+        return kwargs
+    options = kwargs.get("sandbox_options") or {}
+    if not isinstance(options, Mapping):
+        return kwargs  # the env's own check says what it expects
+    if options.get("keep_warm", False):
+        raise ValueError("sopgym serve releases each env's container with the env (sandbox_options keep_warm=False); "
+                         f"got keep_warm={options['keep_warm']!r}: warm containers would outlive their sessions")
+    return {**kwargs, "sandbox_options": {**options, "keep_warm": False}}
 
 
 #: Every tool answers text (the tool message); FastMCP's wrapped-result schema lets MCP clients
@@ -292,14 +321,19 @@ class SopgymEnvironment(MCPEnvironment):
 
     Args:
         served: what to serve (:meth:`ServedEnv.probe`).
+        slots: the server's env slots, one taken while this session's env exists (None: not counted).
+        send_ground_truth: send records with their expected answer and state
+            (:data:`~sopgym.integrations.protocol.GROUND_TRUTH_KEYS`); off, they stay on the server.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, served: ServedEnv):
+    def __init__(self, served: ServedEnv, *, slots: EnvSlots | None = None, send_ground_truth: bool = False):
         self._served = served
+        self._slots = slots
+        self._send_ground_truth = send_ground_truth
         self._lock = threading.Lock()
-        self._worker: ThreadPoolExecutor | None = None
+        self._worker: _Worker | None = None
         self._env: Any = None
         self._closed = False
         self._running = False
@@ -339,7 +373,7 @@ class SopgymEnvironment(MCPEnvironment):
     @property
     def state(self) -> SopgymState:
         return SopgymState(env_id=self._served.env_id, max_observation_length=self._served.max_observation_length,
-                           **_printable(self._snapshot))
+                           ground_truth=self._send_ground_truth, **_printable(self._snapshot))
 
     def get_metadata(self) -> EnvironmentMetadata:
         pack = self._served.pack
@@ -349,21 +383,27 @@ class SopgymEnvironment(MCPEnvironment):
                         f"training {'allowed' if pack.training_allowed else 'not allowed'})")
 
     def close(self) -> None:
+        """Close the session; its env closes (and gives back its slot) on the session's worker, after
+        whatever the session had submitted, so an env made by a pending reset closes too. Never waits:
+        OpenEnv calls this on its event loop, and a step stuck in a slow tool must not hold the server."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             worker = self._worker
         if worker is not None:
-            # Queued after whatever the session had submitted, so an env made by a pending reset closes too.
-            worker.submit(self._close_env).result()
-            worker.shutdown(wait=False)
+            worker.submit(self._close_env)
+            worker.shutdown()
         super().close()
 
     def _close_env(self) -> None:
-        if self._env is not None:
-            self._env.close()
-            self._env = None
+        env, self._env = self._env, None
+        if env is not None:
+            try:
+                env.close()
+            finally:
+                if self._slots is not None:
+                    self._slots.give_back()
 
     # -- the task API (OpenEnv's TaskProvider) ---------------------------------------------------
     def list_splits(self) -> list[dict[str, Any]]:
@@ -375,13 +415,16 @@ class SopgymEnvironment(MCPEnvironment):
         return self._served.pack.num_tasks(self._split(split))
 
     async def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        """The split's tasks: all of a finite split up to :data:`MAX_TASKS_PER_REQUEST` (then its first
+        ones), the first :data:`TASK_PREVIEW` of an unlimited one."""
         size = self.num_tasks(split)
-        return await asyncio.to_thread(self._task_specs, split, range(TASK_PREVIEW if size is None else size))
+        return await self._task_specs(split, range(TASK_PREVIEW if size is None else min(size, MAX_TASKS_PER_REQUEST)))
 
     async def get_task(self, split: str, index: int) -> dict[str, Any]:
-        return (await asyncio.to_thread(self._task_specs, self._split(split), [index]))[0]
+        return (await self._task_specs(self._split(split), range(index, index + 1)))[0]
 
     async def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        """Tasks ``start`` to ``stop`` (Python slice bounds on a finite split), at most :data:`MAX_TASKS_PER_REQUEST`."""
         size = self.num_tasks(split)
         if size is None:
             if stop is None or (start or 0) < 0 or stop < 0:
@@ -389,19 +432,37 @@ class SopgymEnvironment(MCPEnvironment):
             indices = range(start or 0, stop)
         else:
             indices = range(size)[start:stop]
-        return await asyncio.to_thread(self._task_specs, split, indices)
+        count = max(0, indices.stop - indices.start)  # len() overflows on a range past sys.maxsize
+        if count > MAX_TASKS_PER_REQUEST:
+            raise RequestError(
+                f"task_range returns at most {MAX_TASKS_PER_REQUEST} tasks per request; got start={start!r}, stop={stop!r} "
+                f"({count} tasks): page through it, start=S, stop=S+{MAX_TASKS_PER_REQUEST}")
+        return await self._task_specs(split, indices)
 
     def _split(self, split: str) -> str:
         if split not in SPLITS:
             raise RequestError(f"split must be one of {list(SPLITS)}, got {split!r}")
         return split
 
-    def _task_specs(self, split: str, indices) -> list[dict[str, Any]]:
-        pack = self._served.pack
+    async def _task_specs(self, split: str, indices: range) -> list[dict[str, Any]]:
+        """The specs, made in a thread that stops at the next task once the request is cancelled (its
+        client left, or the server is stopping): a thread cannot be cancelled, only asked to stop."""
+        cancelled = threading.Event()
         try:
-            return [{"id": pack.task(split, int(i)).task_id, "split": split, "index": int(i)} for i in indices]
+            return await asyncio.to_thread(self._make_task_specs, split, indices, cancelled)
+        finally:
+            cancelled.set()
+
+    def _make_task_specs(self, split: str, indices: range, cancelled: threading.Event) -> list[dict[str, Any]]:
+        pack, specs = self._served.pack, []
+        try:
+            for i in indices:
+                if cancelled.is_set():
+                    break  # nobody reads the answer
+                specs.append({"id": pack.task(split, i).task_id, "split": split, "index": i})
         except ValueError as exc:
             raise RequestError(str(exc)) from None
+        return specs
 
     # -- internals: everything below runs on the session's worker thread -------------------------
     def _submit(self, fn: Callable[[], Any]) -> Future:
@@ -411,13 +472,28 @@ class SopgymEnvironment(MCPEnvironment):
                     "the server closed this session's env (idle for longer than its idle timeout, or shutting down); "
                     "connect again for a new session")
             if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sopgym-session")
+                self._worker = _Worker()
             return self._worker.submit(fn)
 
     def _make_env(self) -> Any:
         if self._env is None:
-            self._env = gym.make(self._served.env_id, **self._served.env_kwargs)
+            if self._slots is not None:
+                self._slots.take()
+            try:
+                self._env = gym.make(self._served.env_id, **self._served.env_kwargs)
+            except BaseException:
+                if self._slots is not None:
+                    self._slots.give_back()
+                raise
         return self._env
+
+    def _shown(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` as it may leave the server: its record without the ground truth unless asked for."""
+        record = info.get("episode")
+        if record is None or self._send_ground_truth:
+            return info
+        withheld = [k for k in GROUND_TRUTH_KEYS if k in record]
+        return {**info, "episode": {**{k: v for k, v in record.items() if k not in GROUND_TRUTH_KEYS}, WITHHELD_KEY: withheld}}
 
     def _reset(self, seed: Any, episode_id: str | None, kwargs: dict[str, Any]) -> SopgymObservation:
         unknown = sorted(set(kwargs) - set(RESET_KEYS))
@@ -464,6 +540,7 @@ class SopgymEnvironment(MCPEnvironment):
         else:
             out = env.unwrapped.end_episode(action.cause, action.message)
         observation, reward, terminated, truncated, info = out
+        info = self._shown(info)
         messages = info["messages"]
         new = messages[self._num_messages:]
         self._num_messages = len(messages)
@@ -511,50 +588,107 @@ def _as_sopgym_action(action: Any) -> SopgymAction:
 # --------------------------------------------------------------------------------------------------
 # The app and the command
 # --------------------------------------------------------------------------------------------------
-def create_server_app(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None, max_sessions: int = 8,
-                      idle_timeout_s: float | None = 600.0) -> FastAPI:
-    """OpenEnv's FastAPI app serving ``env_id``, one env per session.
+def create_server_app(env_id: str, *, token: str | None, env_kwargs: Mapping[str, Any] | None = None,
+                      max_sessions: int = 8, idle_timeout_s: float | None = 600.0, allowed_hosts: Iterable[str] = (),
+                      allowed_origins: Iterable[str] = (), max_request_bytes: int = MAX_REQUEST_BYTES,
+                      send_ground_truth: bool = False) -> FastAPI:
+    """OpenEnv's FastAPI app serving ``env_id``, one env per session, behind :class:`~sopgym.integrations.serve_guard.ServeGuard`.
 
     Args:
         env_id: a registered sopgym env id.
+        token: the token every request but ``/health`` must present (``Authorization: Bearer TOKEN``);
+            None: no token check (anyone who reaches the port may play). No default: choose.
         env_kwargs: ``gymnasium.make`` kwargs of every session's env (e.g. ``{"sandbox": "docker"}``).
-        max_sessions: sessions at once; further connections are refused (``CAPACITY_REACHED``).
+        max_sessions: sessions at once (further connections are refused with ``CAPACITY_REACHED``), and
+            envs at once, whatever made them (a reset beyond it is refused: :class:`EnvSlots`).
         idle_timeout_s: a session with no message for this long is closed and its env with it (None: never).
+        allowed_hosts: ``Host`` names allowed besides ``localhost`` and IP addresses (``*``: any).
+        allowed_origins: browser origins allowed besides the server's own (``*``: any).
+        max_request_bytes: the largest HTTP request body (the WebSocket frame limit is the server's:
+            :func:`serve` sets uvicorn's ``ws_max_size`` to the same).
+        send_ground_truth: records leave the server with their expected answer and state (needed to score
+            episodes on the client: the runner, ``sopgym eval`` or a trainer through ``sopgym/Remote-v0``).
 
     Returns:
         The app (run it with uvicorn; :func:`serve` does).
 
     Raises:
-        ValueError: a bad env id, env kwargs, ``max_sessions`` or ``idle_timeout_s``.
+        ValueError: a bad env id, env kwargs, limit or token.
     """
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ValueError(f"max_sessions must be a positive integer, got {max_sessions!r}")
     if idle_timeout_s is not None and not idle_timeout_s > 0:
         raise ValueError(f"idle_timeout_s must be > 0 seconds or None, got {idle_timeout_s!r}")
     served = ServedEnv.probe(env_id, env_kwargs)
-    factory = functools.partial(SopgymEnvironment, served)
+    slots = EnvSlots(max_sessions)
+    factory = functools.partial(SopgymEnvironment, served, slots=slots, send_ground_truth=send_ground_truth)
     factory().close()  # OpenEnv's own checks of the tools (reserved names) fail here, not in a session
     app = create_app(factory, SopgymAction, SopgymObservation, env_name=served.task_api_name,
                      concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s),
                      state_cls=SopgymState, mode="simulation")
+    app.add_middleware(ServeGuard, token=token, allowed_hosts=tuple(allowed_hosts), allowed_origins=tuple(allowed_origins),
+                       max_body_bytes=max_request_bytes)
 
-    async def bad_request(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"detail": str(exc)})
+    def refusal(status: int) -> Callable:
+        async def handler(request: Request, exc: Exception) -> JSONResponse:
+            return JSONResponse(status_code=status, content={"detail": str(exc)})
+        return handler
 
-    app.add_exception_handler(RequestError, bad_request)
+    app.add_exception_handler(RequestError, refusal(400))
+    app.add_exception_handler(CapacityError, refusal(503))
+    app.state.sopgym = {"env_id": env_id, "token": token, "max_sessions": max_sessions, "idle_timeout_s": idle_timeout_s,
+                        "max_request_bytes": max_request_bytes, "send_ground_truth": send_ground_truth}
     return app
 
 
-def serve(env_id: str, *, host: str = "127.0.0.1", port: int = 8000, env_kwargs: Mapping[str, Any] | None = None,
-          max_sessions: int = 8, idle_timeout_s: float | None = 600.0, log_level: str = "info") -> None:
-    """Serve ``env_id`` until interrupted (see :func:`create_server_app`)."""
+def serve(env_id: str, *, token: str | None, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+          token_source: str = "given", **options: Any) -> None:
+    """Serve ``env_id`` until interrupted; SIGTERM or Ctrl-C stop it within :data:`SHUTDOWN_GRACE_S`
+    seconds plus a moment, cancelling what is still in flight.
+
+    Args:
+        token_source: how the start-up message names the token: ``generated`` prints it (as Jupyter
+            prints its URL), ``environment`` names :data:`~sopgym.integrations.protocol.TOKEN_ENV`, ``given``
+            prints nothing about it.
+        **options: :func:`create_server_app`'s (``max_request_bytes`` also bounds WebSocket frames).
+    """
     import uvicorn
 
-    app = create_server_app(env_id, env_kwargs=env_kwargs, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
-    if not is_loopback(host):
-        print(f"sopgym serve: WARNING: listening on {host}, not loopback; the server has no authentication: anyone who "
-              f"reaches port {port} can run episodes and read their records (expected answers included)", file=sys.stderr)
-    print(f"sopgym serve: {env_id} at http://{host}:{port} (WebSocket sessions /ws, MCP /mcp, task API "
-          f"/{task_api_name(env_id)}/...; at most {max_sessions} sessions, idle timeout "
-          f"{'none' if idle_timeout_s is None else f'{idle_timeout_s:g} s'})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=MAX_REQUEST_BYTES)
+    app = create_server_app(env_id, token=token, **options)
+    announce(app, f"http://{host}:{port}", token_source=token_source, loopback=is_loopback(host))
+    uvicorn.run(app, host=host, port=port, log_level=log_level, ws_max_size=app.state.sopgym["max_request_bytes"],
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+
+
+def resolve_token(no_token: bool = False) -> tuple[str | None, str]:
+    """The server's token and where it came from (``token_source`` of :func:`serve`): none with
+    ``no_token``; else the one in :data:`~sopgym.integrations.protocol.TOKEN_ENV`; else a fresh one of
+    32 random bytes."""
+    if no_token:
+        return None, "none"
+    if token_from_env() is not None:
+        return token_from_env(), "environment"
+    return secrets.token_urlsafe(32), "generated"
+
+
+def announce(app: FastAPI, where: str, *, token_source: str, loopback: bool | None) -> None:
+    """The start-up message on stderr: what ``app`` serves at ``where``, with which limits, and its token
+    (see :func:`serve`); ``loopback`` None: the address is not known here."""
+    settings = app.state.sopgym
+    token, env_id, idle = settings["token"], settings["env_id"], settings["idle_timeout_s"]
+    if token is None:
+        print(f"sopgym serve: WARNING: no token (--no-token): anyone who reaches {where} can run episodes "
+              "(a web page cannot: foreign Origins and Hosts are still refused)", file=sys.stderr)
+    elif loopback is False:
+        print(f"sopgym serve: WARNING: {where} is not loopback: the token and the episodes cross the network in clear "
+              "text unless a TLS proxy is in front", file=sys.stderr)
+    print(f"sopgym serve: {env_id} at {where} (WebSocket sessions /ws, MCP /mcp, task API "
+          f"/{task_api_name(env_id)}/...; at most {settings['max_sessions']} sessions, idle timeout "
+          f"{'none' if idle is None else f'{idle:g} s'}; ground truth "
+          f"{'sent' if settings['send_ground_truth'] else 'withheld'})", file=sys.stderr)
+    if token is not None and token_source == "generated":
+        print(f"sopgym serve: token {token} (clients send 'Authorization: Bearer TOKEN'; sopgym/Remote-v0 and "
+              f"SopgymEnvClient read it from {TOKEN_ENV})", file=sys.stderr)
+    elif token is not None and token_source == "environment":
+        print(f"sopgym serve: token from {TOKEN_ENV}", file=sys.stderr)
+    sys.stderr.flush()

@@ -17,6 +17,10 @@ sends it before the end), ``final_state`` is None, and ``infrastructure_error`` 
 next ``reset`` opens a new session. Nothing a reply contains can cause this: replies are data to the
 server, and every policy mistake comes back as a status.
 
+The server's token (``sopgym serve`` prints it, or reads ``SOPGYM_SERVE_TOKEN``) goes with the
+handshake: ``token=``, else ``SOPGYM_SERVE_TOKEN``. Records carry the expected answer only from a
+server started with ``--send-ground-truth`` (needed to score episodes on this side).
+
 Needs only the ``websockets`` package (extra ``remote``; the ``server`` extra includes it), imported when
 the env is made: a trainer host needs neither OpenEnv nor its web UI, and ``import sopgym`` stays light. Actions are sent as JSON: a string or an assistant message dict arrives unchanged; other
 objects are converted like trajectory files convert them (a tuple arrives as a list).
@@ -37,7 +41,18 @@ from sopgym.envs.spaces import AssistantAction, UnicodeText
 from sopgym.envs.wrappers import to_jsonable
 from sopgym.status import END_CAUSES, INVALID_ACTION_VALUES, Status
 
-from .protocol import BAD_REQUEST, PROTOCOL_KEY, PROTOCOL_VERSION, SESSION_CLOSED, is_loopback, websocket_url
+from .protocol import (
+    AT_CAPACITY,
+    BAD_REQUEST,
+    PROTOCOL_KEY,
+    PROTOCOL_VERSION,
+    SESSION_CLOSED,
+    TOKEN_ENV,
+    auth_headers,
+    is_loopback,
+    token_from_env,
+    websocket_url,
+)
 
 __all__ = ["RemoteSOPEnv", "RemoteEnvError", "REMOTE_TRUNCATION_CAUSE", "MAX_FRAME_BYTES"]
 
@@ -80,6 +95,8 @@ class RemoteSOPEnv(gym.Env):
     Args:
         url: the server, ``http://HOST:PORT`` (or ``ws://HOST:PORT``) as ``sopgym serve`` prints it.
         env_id: the env id expected there; a server serving another env is refused (None: any).
+        token: the server's token (sent as ``Authorization: Bearer TOKEN``); None: the one in
+            ``SOPGYM_SERVE_TOKEN``, or none.
         connect_timeout_s: to open a session.
         step_timeout_s: to wait for a reset or step (a Docker tool may take a while); past it the
             episode ends as an infrastructure failure.
@@ -88,7 +105,8 @@ class RemoteSOPEnv(gym.Env):
     Raises:
         ImportError: ``websockets`` is not installed.
         ValueError: a bad argument, or a server serving another env than ``env_id``.
-        ConnectionError: no sopgym server answers at ``url``, or it refuses the session (at capacity).
+        ConnectionError: no sopgym server answers at ``url``, or it refuses the session (a missing or
+            wrong token, at capacity).
 
     Example:
         >>> env = gymnasium.make("sopgym/Remote-v0", url="http://127.0.0.1:8000")  # doctest: +SKIP
@@ -97,7 +115,7 @@ class RemoteSOPEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, url: str, *, env_id: str | None = None, connect_timeout_s: float = 10.0,
+    def __init__(self, url: str, *, env_id: str | None = None, token: str | None = None, connect_timeout_s: float = 10.0,
                  step_timeout_s: float = 600.0, render_mode: str | None = None) -> None:
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
@@ -106,6 +124,7 @@ class RemoteSOPEnv(gym.Env):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self.url = url
         self.ws_url = websocket_url(url)
+        self._token = token if token is not None else token_from_env()
         self.connect_timeout_s = float(connect_timeout_s)
         self.step_timeout_s = float(step_timeout_s)
         self.render_mode = render_mode
@@ -142,6 +161,9 @@ class RemoteSOPEnv(gym.Env):
             except _ServerError as exc:
                 if exc.message.startswith(BAD_REQUEST):
                     raise ValueError(exc.message.removeprefix(BAD_REQUEST)) from None
+                if exc.message.startswith(AT_CAPACITY):
+                    self._drop()
+                    raise ConnectionError(f"the sopgym server at {self.url} refused the reset: {exc.message}") from None
                 if not exc.message.startswith(SESSION_CLOSED) or attempt == 2:
                     raise RemoteEnvError(f"the sopgym server at {self.url} could not reset: {exc.message} ({exc.code})") from None
                 self._drop()
@@ -202,7 +224,7 @@ class RemoteSOPEnv(gym.Env):
     def _open(self) -> dict[str, Any]:
         """Open a session and read the server's state (what it serves, its protocol)."""
         kwargs: dict[str, Any] = {"open_timeout": self.connect_timeout_s, "max_size": MAX_FRAME_BYTES,
-                                  "close_timeout": 5, "compression": None}
+                                  "close_timeout": 5, "compression": None, "additional_headers": auth_headers(self._token)}
         if is_loopback(urlsplit(self.ws_url).hostname):
             kwargs["proxy"] = None
         if "legacy" in inspect.signature(self._connect).parameters:
@@ -210,7 +232,7 @@ class RemoteSOPEnv(gym.Env):
         try:
             self._ws = self._connect(self.ws_url, **kwargs)
         except (OSError, TimeoutError, *self._handshake_errors) as exc:
-            raise ConnectionError(f"cannot open a session at {self.ws_url}: {type(exc).__name__}: {exc}") from None
+            raise ConnectionError(f"cannot open a session at {self.ws_url}: {_refusal(exc, self._token)}") from None
         try:
             state = self._request({"type": "state"}, expect="state")
         except (_Lost, _ServerError) as exc:
@@ -321,6 +343,19 @@ class RemoteSOPEnv(gym.Env):
         }
         self._info = info
         return "", 0.0, False, True, info
+
+
+def _refusal(exc: Exception, token: str | None) -> str:
+    """What a failed handshake says: the server's own ``detail`` when it answered with an HTTP error."""
+    response = getattr(exc, "response", None)
+    if response is None:
+        return f"{type(exc).__name__}: {exc}"
+    try:
+        detail = json.loads(response.body)["detail"]
+    except (TypeError, ValueError, KeyError):
+        detail = bytes(response.body or b"")[:500].decode("utf-8", "replace")
+    hint = f" (no token was sent: pass token= or set {TOKEN_ENV})" if token is None and response.status_code == 401 else ""
+    return f"HTTP {response.status_code}: {detail}{hint}"
 
 
 def _fields(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

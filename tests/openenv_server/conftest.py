@@ -10,7 +10,21 @@ from __future__ import annotations
 import os
 
 import pytest
-from server_helpers import InProcessServer
+from server_helpers import TOKEN, InProcessServer
+
+from sopgym.integrations.protocol import TOKEN_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def server_token():
+    """Every test server's token in SOPGYM_SERVE_TOKEN, where sopgym's clients (and child servers) read it."""
+    before = os.environ.get(TOKEN_ENV)
+    os.environ[TOKEN_ENV] = TOKEN
+    yield TOKEN
+    if before is None:
+        os.environ.pop(TOKEN_ENV, None)
+    else:
+        os.environ[TOKEN_ENV] = before
 
 
 @pytest.fixture(scope="session")

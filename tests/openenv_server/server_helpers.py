@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -27,6 +28,10 @@ if MISSING and os.environ.get("SOPGYM_REQUIRE_OPENENV") == "1":
 
 
 HOST = "127.0.0.1"
+#: The token of every test server (conftest puts it in SOPGYM_SERVE_TOKEN, where the clients read it).
+TOKEN = "test-" + secrets.token_urlsafe(16)
+#: The headers that present it (OpenEnv's clients and httpx take them explicitly).
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def verifiable(env_id: str) -> bool:
@@ -41,7 +46,8 @@ def env_kwargs(env_id: str) -> dict:
 
 
 class InProcessServer:
-    """``create_server_app`` under uvicorn in a thread, on a socket this test bound to 127.0.0.1."""
+    """``create_server_app`` under uvicorn in a thread, on a socket this test bound to 127.0.0.1; its
+    token is :data:`TOKEN` unless ``token=`` says otherwise."""
 
     def __init__(self, env_id: str, env_args: tuple = (), **options):
         import uvicorn
@@ -49,13 +55,15 @@ class InProcessServer:
         from sopgym.integrations.openenv_server import MAX_REQUEST_BYTES, create_server_app
 
         self.env_id = env_id
-        app = create_server_app(env_id, env_kwargs={**env_kwargs(env_id), **dict(env_args)}, **options)
+        options.setdefault("token", TOKEN)
+        self.app = create_server_app(env_id, env_kwargs={**env_kwargs(env_id), **dict(env_args)}, **options)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((HOST, 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", ws_max_size=MAX_REQUEST_BYTES))
+        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
+                                                    ws_max_size=options.get("max_request_bytes", MAX_REQUEST_BYTES)))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 60
@@ -76,15 +84,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_cli_server(env_id: str, *args: str) -> tuple[subprocess.Popen, str]:
+def start_cli_server(env_id: str, *args: str, environ: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
     """``sopgym serve --env env_id`` as a child process on a free 127.0.0.1 port; returns it and its URL
-    once ``/health`` answers. The child imports the same sopgym as this process."""
+    once ``/health`` answers. The child imports the same sopgym as this process and inherits this
+    process's environment (SOPGYM_SERVE_TOKEN included), or ``environ``."""
     import httpx
 
     import sopgym
 
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(Path(sopgym.__file__).resolve().parents[1]))
+    env = dict(os.environ if environ is None else environ, PYTHONPATH=str(Path(sopgym.__file__).resolve().parents[1]))
     proc = subprocess.Popen([sys.executable, "-m", "sopgym", "serve", "--env", env_id, "--host", HOST, "--port", str(port),
                              "--log-level", "warning", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://{HOST}:{port}"
@@ -99,3 +108,21 @@ def start_cli_server(env_id: str, *args: str) -> tuple[subprocess.Popen, str]:
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("sopgym serve did not answer /health within 120 s")
+
+
+def stderr_line(proc: subprocess.Popen, needle: str, timeout: float = 60) -> str:
+    """The first line of ``proc``'s stderr that contains ``needle``, read within ``timeout`` seconds."""
+    found: list[str] = []
+
+    def read() -> None:
+        for line in proc.stderr:
+            if needle in line:
+                found.append(line)
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found:
+        raise AssertionError(f"no line with {needle!r} on stderr within {timeout} s")
+    return found[0]

@@ -49,7 +49,7 @@ def run(specs, policy, make_env):
 def test_remote_env_gives_the_local_envs_episodes_exactly(server, env_id, policy):
     """Through the one episode runner, over several seeds: every turn (action, observation, reward, flags,
     statuses, calls, new messages), the reset and final info and the record are equal to a local env's."""
-    url = server(env_id, max_sessions=4).url
+    url = server(env_id, max_sessions=4, send_ground_truth=True).url
     specs = task_specs(env_id, "test", num_tasks=3, samples_per_task=2, seed=11)
     here = run(specs, policy, lambda i: local(i))
     there = run(specs, policy, lambda i: remote(url, env_id=i))
@@ -68,7 +68,7 @@ def test_remote_env_drives_a_docker_sandbox_on_the_server(server, docker_sandbox
     """The server's sessions run their stateful tools in Docker containers (one per episode, on the
     session's worker thread): the same records as local envs with the same sandbox."""
     args = {"sandbox": "docker"}
-    url = server(STATEFUL, env_args=tuple(args.items())).url
+    url = server(STATEFUL, env_args=tuple(args.items()), send_ground_truth=True).url
     specs = task_specs(STATEFUL, "test", num_tasks=2, samples_per_task=1, seed=3)
     here = run(specs, "oracle", lambda i: gym.make(i, **args))
     there = run(specs, "oracle", lambda i: remote(url, env_id=i))
@@ -87,7 +87,7 @@ def test_unseeded_resets_follow_the_same_task_sequence(server):
 
 @pytest.mark.parametrize("cause", ["stopped", "context_budget", "inference"])
 def test_end_episode_matches_the_local_env(server, cause):
-    url = server(STATEFUL).url
+    url = server(STATEFUL, send_ground_truth=True).url
     outs = []
     for env in (local(STATEFUL), remote(url)):
         obs, info = env.reset(seed=4, options={"split": "test"})
@@ -145,7 +145,7 @@ HOSTILE_REPLIES = {
 def test_a_reply_is_a_policy_status_never_an_infrastructure_failure(server, name):
     reply = HOSTILE_REPLIES[name]
     outs = []
-    for env in (local(STATEFUL), remote(server(STATEFUL).url)):
+    for env in (local(STATEFUL), remote(server(STATEFUL, send_ground_truth=True).url)):
         env.reset(seed=2)
         outs.append(env.step(reply))
         env.close()
@@ -201,7 +201,7 @@ def test_a_killed_server_ends_the_episode_as_an_infrastructure_failure():
 
 
 def test_a_session_closed_by_the_idle_timeout_is_an_infrastructure_failure_and_reset_reconnects(server):
-    url = server(STATEFUL, idle_timeout_s=1.0).url
+    url = server(STATEFUL, idle_timeout_s=1.0, send_ground_truth=True).url
     env = remote(url)
     info = _oracle_steps(env, 1)
     time.sleep(8)  # OpenEnv's reaper looks every max(timeout / 4, 5 s): by now the idle session is closed

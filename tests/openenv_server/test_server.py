@@ -9,7 +9,7 @@ import threading
 
 import gymnasium as gym
 import pytest
-from server_helpers import SKIP_REASON, env_kwargs, start_cli_server
+from server_helpers import HEADERS, SKIP_REASON, env_kwargs, start_cli_server
 
 pytest.importorskip("openenv", reason=SKIP_REASON)
 pytest.importorskip("websockets", reason=SKIP_REASON)
@@ -60,7 +60,7 @@ def parse_call(reply: str) -> tuple[str, dict]:
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("env_id", AUTHORED)
 def test_openenv_env_client_runs_oracle_episodes_to_reward_one(server, env_id):
-    with GenericEnvClient(base_url=server(env_id).url).sync() as client:
+    with GenericEnvClient(base_url=server(env_id, send_ground_truth=True).url, headers=HEADERS).sync() as client:
         for index in range(2):
             result, info = oracle_episode(client, "test", index)
             assert (result.reward, result.done, result.observation["terminated"]) == (1.0, True, True)
@@ -74,7 +74,7 @@ def test_openenv_env_client_runs_oracle_episodes_to_reward_one(server, env_id):
 def test_openenv_mcp_tool_client_runs_oracle_episodes_one_tool_call_per_turn(server, env_id):
     """MCPToolClient (production mode): the session's reset, tool discovery and every call over MCP
     tools/call; the submission through its step(CallToolAction), which returns the reward."""
-    with MCPToolClient(base_url=server(env_id).url).sync() as client:
+    with MCPToolClient(base_url=server(env_id).url, headers=HEADERS).sync() as client:
         result = client.reset(split="test", index=0)
         info = gym_step(result)["info"]
         assert [t.name for t in client.list_tools()] == [t["function"]["name"] for t in info["tools"]]
@@ -102,16 +102,16 @@ def test_listed_tools_are_the_env_schemas_exactly(server, env_id):
                  "input_schema": t["function"]["parameters"]} for t in local.reset(seed=0)[1]["tools"]]
     local.close()
     url = server(env_id).url
-    with GenericEnvClient(base_url=url).sync() as client:
+    with GenericEnvClient(base_url=url, headers=HEADERS).sync() as client:
         listed = client.step({"type": "list_tools"}).observation["tools"]
     assert listed == expected
-    rpc = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}, timeout=30).json()
+    rpc = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "params": {}, "id": 1}, headers=HEADERS, timeout=30).json()
     assert [{"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]} for t in rpc["result"]["tools"]] == expected
 
 
 def test_call_tool_step_is_one_turn_with_sopgym_statuses(server):
     """OpenEnv's CallToolAction payload: one call, one turn; arguments reach sopgym's own validation."""
-    with GenericEnvClient(base_url=server(STATEFUL).url).sync() as client:
+    with GenericEnvClient(base_url=server(STATEFUL).url, headers=HEADERS).sync() as client:
         client.reset(split="test", index=0)
         result = client.step({"type": "call_tool", "tool_name": "authenticate", "arguments": {"customer_id": "bad"}})
         obs = result.observation
@@ -128,7 +128,7 @@ def test_call_tool_step_is_one_turn_with_sopgym_statuses(server):
 def test_concurrent_sessions_do_not_see_each_others_state(server):
     """Two sessions on the same stateful task, stepped in parallel threads: each ends with the state and
     record a lone local env gives, and a ticket one opens does not exist in the other."""
-    url = server(STATEFUL, max_sessions=4).url
+    url = server(STATEFUL, max_sessions=4, send_ground_truth=True).url
     local = gym.make(STATEFUL)
     from sopgym.evaluation.runner import run_episode
 
@@ -138,7 +138,7 @@ def test_concurrent_sessions_do_not_see_each_others_state(server):
 
     def run(name):
         try:
-            with GenericEnvClient(base_url=url).sync() as client:
+            with GenericEnvClient(base_url=url, headers=HEADERS).sync() as client:
                 barrier.wait(timeout=30)
                 records[name] = oracle_episode(client, "test", 5)[1]["episode"]
         except Exception as exc:  # noqa: BLE001 - reported below
@@ -152,7 +152,7 @@ def test_concurrent_sessions_do_not_see_each_others_state(server):
     assert errors == []
     assert records["a"] == expected and records["b"] == expected
 
-    with GenericEnvClient(base_url=url).sync() as a, GenericEnvClient(base_url=url).sync() as b:
+    with GenericEnvClient(base_url=url, headers=HEADERS).sync() as a, GenericEnvClient(base_url=url, headers=HEADERS).sync() as b:
         a.reset(split="test", index=5)
         b.reset(split="test", index=5)
         token_a = json.loads(a.step({"type": "call_tool", "tool_name": "authenticate", "arguments": _credentials(a)}).observation["result"])
@@ -183,13 +183,13 @@ def _first_service(client, token: str) -> str:
 
 def test_session_count_is_bounded(server):
     url = server(STATEFUL, max_sessions=2).url
-    with GenericEnvClient(base_url=url).sync() as a, GenericEnvClient(base_url=url).sync() as b:
+    with GenericEnvClient(base_url=url, headers=HEADERS).sync() as a, GenericEnvClient(base_url=url, headers=HEADERS).sync() as b:
         a.reset(seed=0)
         b.reset(seed=0)
         with pytest.raises(Exception, match=r"CAPACITY_REACHED|at capacity: 2/2"):
-            with GenericEnvClient(base_url=url).sync() as c:
+            with GenericEnvClient(base_url=url, headers=HEADERS).sync() as c:
                 c.reset(seed=0)
-    with GenericEnvClient(base_url=url).sync() as c:  # the slots are free again
+    with GenericEnvClient(base_url=url, headers=HEADERS).sync() as c:  # the slots are free again
         assert c.reset(seed=0).observation["status"] == "OK"
 
 
@@ -198,7 +198,7 @@ def test_session_count_is_bounded(server):
 # --------------------------------------------------------------------------------------------------
 def _ws_frames(url: str, *frames: dict) -> list[dict]:
     """Send raw frames on one session and collect the answers."""
-    with connect(url.replace("http://", "ws://") + "/ws", proxy=None) as ws:
+    with connect(url.replace("http://", "ws://") + "/ws", proxy=None, additional_headers=HEADERS) as ws:
         answers = []
         for frame in frames:
             ws.send(json.dumps(frame))
@@ -244,7 +244,7 @@ def test_a_session_survives_its_bad_requests(server):
 ])
 def test_bad_http_request_is_a_400_that_says_expected_and_actual(server, method, path, body, needles):
     url = server(STATEFUL).url + path.format(name=task_api_name(STATEFUL))
-    response = httpx.request(method, url, json=body, timeout=30)
+    response = httpx.request(method, url, json=body, headers=HEADERS, timeout=30)
     assert response.status_code == 400, response.text
     detail = response.json()["detail"]
     assert detail.startswith(BAD_REQUEST)
@@ -258,18 +258,18 @@ def test_bad_http_request_is_a_400_that_says_expected_and_actual(server, method,
 def test_task_api_lists_splits_and_tasks_that_reset_selects(server):
     srv = server(STATEFUL)
     base = f"{srv.url}/{task_api_name(STATEFUL)}"
-    assert httpx.get(srv.url + "/list_environments", timeout=30).json() == [task_api_name(STATEFUL)]
-    splits = httpx.get(base + "/splits", timeout=30).json()
+    assert httpx.get(srv.url + "/list_environments", headers=HEADERS, timeout=30).json() == [task_api_name(STATEFUL)]
+    splits = httpx.get(base + "/splits", headers=HEADERS, timeout=30).json()
     assert splits == [{"name": "train", "type": "train", "num_tasks": None}, {"name": "val", "type": "validation", "num_tasks": 200},
                       {"name": "test", "type": "test", "num_tasks": 200}]
-    assert httpx.post(base + "/num_tasks", json={"split": "test"}, timeout=30).json() == {"num_tasks": 200}
-    tasks = httpx.post(base + "/tasks", json={"split": "test"}, timeout=30).json()["tasks"]
+    assert httpx.post(base + "/num_tasks", json={"split": "test"}, headers=HEADERS, timeout=30).json() == {"num_tasks": 200}
+    tasks = httpx.post(base + "/tasks", json={"split": "test"}, headers=HEADERS, timeout=30).json()["tasks"]
     assert [t["index"] for t in tasks] == list(range(200))
-    assert len(httpx.post(base + "/tasks", json={"split": "train"}, timeout=30).json()["tasks"]) == 100  # a preview
-    task = httpx.post(base + "/task", json={"split": "test", "index": 7}, timeout=30).json()["task"]
+    assert len(httpx.post(base + "/tasks", json={"split": "train"}, headers=HEADERS, timeout=30).json()["tasks"]) == 100  # a preview
+    task = httpx.post(base + "/task", json={"split": "test", "index": 7}, headers=HEADERS, timeout=30).json()["task"]
     assert task == {"id": "CustomerServiceTroubleshooting/test/7", "split": "test", "index": 7}
-    assert httpx.post(base + "/task_range", json={"split": "test", "start": 5, "stop": 8}, timeout=30).json()["tasks"] == tasks[5:8]
-    with GenericEnvClient(base_url=srv.url).sync() as client:
+    assert httpx.post(base + "/task_range", json={"split": "test", "start": 5, "stop": 8}, headers=HEADERS, timeout=30).json()["tasks"] == tasks[5:8]
+    with GenericEnvClient(base_url=srv.url, headers=HEADERS).sync() as client:
         assert gym_step(client.reset(split="test", index=7))["info"]["task_id"] == task["id"]
 
 
@@ -277,8 +277,9 @@ def test_task_api_lists_splits_and_tasks_that_reset_selects(server):
 # What a model may see, and the command
 # --------------------------------------------------------------------------------------------------
 def test_model_facing_fields_hold_no_bookkeeping(server):
-    """text, messages and tool_schemas are the chat; difficulty and the expected answer are only in gym_step."""
-    with GenericEnvClient(base_url=server(STATEFUL).url).sync() as client:
+    """text, messages and tool_schemas are the chat; difficulty and the expected answer (sent when the server
+    is asked to) are only in gym_step."""
+    with GenericEnvClient(base_url=server(STATEFUL, send_ground_truth=True).url, headers=HEADERS).sync() as client:
         reset = client.reset(split="test", index=0)
         result, info = oracle_episode(client, "test", 0)
     for obs in (reset.observation, result.observation):
@@ -291,10 +292,10 @@ def test_model_facing_fields_hold_no_bookkeeping(server):
 def test_sopgym_serve_command_serves_an_openenv_client():
     proc, url = start_cli_server(STATEFUL, "--max-sessions", "2", "--idle-timeout", "30")
     try:
-        with GenericEnvClient(base_url=url).sync() as client:
+        with GenericEnvClient(base_url=url, headers=HEADERS).sync() as client:
             result, _ = oracle_episode(client, "test", 3)
         assert result.reward == 1.0
-        assert httpx.get(url + "/metadata", timeout=30).json()["name"] == STATEFUL
+        assert httpx.get(url + "/metadata", headers=HEADERS, timeout=30).json()["name"] == STATEFUL
     finally:
         proc.terminate()
         proc.wait(30)

@@ -1,9 +1,26 @@
 """``sopgym serve --env ID``: serve one env over OpenEnv's protocol (sessions, MCP tools, task API;
-:func:`sopgym.integrations.openenv_server.serve`, docs/integrations.md and its threat model)."""
+:func:`sopgym.integrations.openenv_server.serve`, docs/integrations.md and its threat model).
+
+The same server as an ASGI app by import path, for hosts that start one (``app:`` in
+``deploy/openenv/openenv.yaml``, the way OpenEnv's runtime providers start an env):
+``uvicorn sopgym.cli.serve:app``, configured from the environment when uvicorn first reads ``app``:
+
+* ``SOPGYM_ENV`` (required): the env id.
+* ``SOPGYM_SERVE_ARGS``: further options of this command, split like a shell line
+  (``--max-sessions 4 --env-arg sandbox=docker --allow-host envs.internal``); ``--host``, ``--port`` and
+  ``--log-level`` are uvicorn's there.
+* ``SOPGYM_SERVE_TOKEN``: the token; without it (and without ``--no-token``) one is generated and printed.
+
+Two limits are uvicorn's own there, so give them on its command line: ``--ws-max-size`` (the WebSocket
+frame limit; its default, 16 MiB, is ``--max-request-bytes``'s) and ``--timeout-graceful-shutdown 3``
+(how soon a stopping server cancels what is in flight; ``sopgym serve`` sets it).
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -85,3 +102,25 @@ def main(argv: list[str]) -> int:
         return 2
     return 0
 
+
+_app: Any = None
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the server configured from the environment (the module docstring), made on first use, so
+    that importing the command does not start the server's imports."""
+    global _app
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _app is None:
+        from sopgym.integrations.openenv_server import announce, create_server_app
+
+        env_id = os.environ.get("SOPGYM_ENV")
+        if not env_id:
+            raise RuntimeError("SOPGYM_ENV must name the env to serve (e.g. sopgym/CustomerServiceTroubleshooting-v0); it is unset")
+        args = build_parser().parse_args(["--env", env_id, *shlex.split(os.environ.get("SOPGYM_SERVE_ARGS", ""))])
+        options = _app_options(args)
+        source = options.pop("token_source")
+        _app = create_server_app(options.pop("env_id"), **options)
+        announce(_app, "this uvicorn server", token_source=source, loopback=None)
+    return _app

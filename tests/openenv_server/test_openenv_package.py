@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from server_helpers import HEADERS, HOST, SKIP_REASON, TOKEN, free_port
 
 pytest.importorskip("openenv", reason=SKIP_REASON)
 pytest.importorskip("websockets", reason=SKIP_REASON)
 
 import httpx  # noqa: E402  (openenv's dependency)
+import yaml  # noqa: E402
 from openenv.core.env_server.mcp_types import ListToolsObservation  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 

@@ -64,6 +64,23 @@ def test_a_task_range_over_the_page_limit_is_refused_saying_how_to_page(server):
     assert [t["index"] for t in page.json()["tasks"]] == list(range(10**12, 10**12 + 1000))
 
 
+def test_a_large_finite_split_is_listed_and_ranged_a_page_at_most(server, monkeypatch):
+    """A split of a million tasks: `tasks` lists its first 1000, an unbounded `task_range` is refused."""
+    from types import SimpleNamespace
+
+    from sopgym.sop_tasks.pack import DomainPack
+
+    base = f"{server(STATEFUL).url}/{task_api_name(STATEFUL)}"
+    monkeypatch.setattr(DomainPack, "num_tasks", lambda self, split: 10**6)
+    monkeypatch.setattr(DomainPack, "task", lambda self, split, index: SimpleNamespace(task_id=f"big/{split}/{index}"))
+    listed = httpx.post(base + "/tasks", json={"split": "test"}, headers=HEADERS, timeout=60).json()["tasks"]
+    assert [t["index"] for t in listed] == list(range(1000))
+    whole = httpx.post(base + "/task_range", json={"split": "test"}, headers=HEADERS, timeout=60)
+    assert whole.status_code == 400 and "(1000000 tasks)" in whole.json()["detail"]
+    tail = httpx.post(base + "/task_range", json={"split": "test", "start": -5}, headers=HEADERS, timeout=60).json()["tasks"]
+    assert [t["index"] for t in tail] == list(range(10**6 - 5, 10**6))
+
+
 def test_task_work_stops_when_its_client_leaves(server, monkeypatch):
     """A client that gives up on a slow task range: the server stops making its tasks (it would have
     gone on for the whole range, with nobody to read the answer)."""

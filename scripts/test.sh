@@ -14,16 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TOX_ENVS=openenv,trl,skyrl,verl
-# SkyRL's env runs on Python 3.12 (skyrl 0.3.0's generator does not import on 3.11): the first of
-# $SOPGYM_PYTHON312, a python3.12 on PATH that runs, pyenv's 3.12.x (tox.ini reads the variable).
-if [ -z "${SOPGYM_PYTHON312:-}" ]; then
-  for candidate in "$(command -v python3.12 || true)" "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
-    if [ -n "$candidate" ] && "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null; then
-      export SOPGYM_PYTHON312=$candidate
-      break
-    fi
-  done
-fi
+# SkyRL's env runs on Python 3.12: SOPGYM_PYTHON312 (scripts/python312.sh).
+source scripts/python312.sh
 run_tox=${SOPGYM_TEST_TOX:-1}
 install_log=.tox-install.log
 install_pid=

@@ -54,6 +54,7 @@ import json
 import keyword
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from sopgym.evaluation.runner import EnvPool, EpisodeSpec
@@ -429,3 +430,78 @@ def sopgym_reward(completions: list, sopgym_reward: list[float | None], **kwargs
     """The reward function of the ``rollout_func`` path: sopgym's return per episode, ``None`` (unscorable
     for TRL) after an infrastructure failure."""
     return list(sopgym_reward)
+
+
+# --------------------------------------------------------------------------------------------------
+# A launch recipe: python -m sopgym.integrations.trl --config FILE
+# --------------------------------------------------------------------------------------------------
+def trainer_from_config(config: Mapping[str, Any]):
+    """A ``GRPOTrainer`` from a launch recipe (a mapping, e.g. ``configs/integrations/trl-cpu.yaml``).
+
+    Keys: ``env_ids`` (list), ``path`` (``environment_factory`` or ``rollout_func``), ``num_tasks``
+    (train tasks per env), ``env_kwargs``, ``model`` (a folder or a hub id), ``build_tiny_model`` (a
+    chat template name: build :mod:`~sopgym.integrations.tiny_model` into ``model`` first when it is
+    not there), ``grpo`` (``GRPOConfig`` keyword arguments).
+
+    Raises:
+        ValueError: an unknown key or path.
+    """
+    from trl import GRPOConfig, GRPOTrainer
+
+    known = {"env_ids", "path", "num_tasks", "env_kwargs", "model", "build_tiny_model", "grpo"}
+    if set(config) - known:
+        raise ValueError(f"unknown recipe keys {sorted(set(config) - known)}; expected some of {sorted(known)}")
+    env_ids = list(config["env_ids"])
+    env_kwargs = dict(config.get("env_kwargs") or {})
+    model = str(config["model"])
+    if config.get("build_tiny_model") and not (Path(model) / "config.json").exists():
+        from .tiny_model import build_tiny_model
+
+        build_tiny_model(model, env_ids, chat_template=config["build_tiny_model"])
+    dataset = train_dataset(env_ids, "train", int(config.get("num_tasks", 64)), env_kwargs=env_kwargs)
+    args = GRPOConfig(**dict(config.get("grpo") or {}))
+    path = config.get("path", "environment_factory")
+    if path == "environment_factory":
+        factory = environment_class(env_ids[0], env_kwargs) if len(env_ids) == 1 else environment_factories(env_ids, env_kwargs)
+        return GRPOTrainer(model=model, args=args, train_dataset=dataset, environment_factory=factory)
+    if path == "rollout_func":
+        return GRPOTrainer(model=model, args=args, train_dataset=dataset, reward_funcs=sopgym_reward,
+                           rollout_func=SopgymRollout(dataset, env_kwargs))
+    raise ValueError(f"path must be 'environment_factory' or 'rollout_func', got {path!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Train with a launch recipe; prints one JSON line: steps, seconds per step, final loss, reward."""
+    import argparse
+    import time
+
+    import yaml
+
+    parser = argparse.ArgumentParser(prog="python -m sopgym.integrations.trl", description="GRPO with TRL on sopgym envs")
+    parser.add_argument("--config", required=True, help="a launch recipe (YAML), e.g. configs/integrations/trl-cpu.yaml")
+    parser.add_argument("--output-dir", default=None, help="overrides grpo.output_dir")
+    args = parser.parse_args(argv)
+    config = yaml.safe_load(Path(args.config).read_text())
+    if args.output_dir:
+        config.setdefault("grpo", {})["output_dir"] = args.output_dir
+    trainer = trainer_from_config(config)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    changed = sum(not _same_tensor(a, b) for a, b in zip(before, trainer.model.parameters()))
+    logs = [e for e in trainer.state.log_history if "loss" in e]
+    print(json.dumps({"steps": trainer.state.global_step, "seconds_per_step": seconds / max(1, trainer.state.global_step),
+                      "parameters_changed": changed, "parameters": len(before),
+                      "loss": logs[-1]["loss"] if logs else None,
+                      "reward": logs[-1].get("reward") if logs else None}))
+
+
+def _same_tensor(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b.detach()))
+
+
+if __name__ == "__main__":
+    main()

@@ -173,7 +173,19 @@ def skyrl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int
     """SkyRL dataset rows: :func:`~sopgym.integrations._common.task_rows` plus ``env_class`` (the
     skyrl_gym id) and ``env_kwargs`` (JSON: SkyRL's trainer config has no per-env section for
     ids it does not know); every column but ``prompt`` and ``env_class`` reaches the env as ``extras``.
+    ``prompt`` is the chat ``init`` returns (the tool schemas in the system message), so SkyRL's dataset
+    length filter measures the prompt its generator really sends.
     Keyword arguments go to ``task_rows``."""
     rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs)
     encoded = json.dumps(dict(env_kwargs or {}), sort_keys=True)
-    return [{**row, "env_class": row["env_id"], "env_kwargs": encoded} for row in rows]
+    tools: dict[str, list] = {}
+    for one in {row["env_id"] for row in rows}:
+        env = make_env(one, env_kwargs)
+        try:
+            tools[one] = env.reset(seed=0)[1]["tools"]
+        finally:
+            env.close()
+    # The prompt as init() returns it (tool schemas in the system message), so that SkyRL's PromptDataset
+    # length filter measures what the generator sends.
+    return [{**row, "prompt": system_with_tools(row["prompt"], tools[row["env_id"]]), "env_class": row["env_id"],
+             "env_kwargs": encoded} for row in rows]

@@ -136,3 +136,26 @@ def test_the_prompt_skyrl_sends_holds_the_exact_tool_schemas():
 def test_the_skyrl_train_extra_declares_everything_the_generator_needs():
     assert_extra_complete("skyrl-train", "import sopgym.integrations.skyrl; "
                                          "from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator")
+
+
+def test_the_rows_and_the_pre_flight_measure_the_prompt_skyrl_sends():
+    """The dataset's prompt (what SkyRL's PromptDataset filter measures) and the pre-flight's figure are
+    the first prompt's length as SkyRLGymGenerator sends it (tool schemas appended by init())."""
+    from sopgym.integrations.lengths import first_prompt_lengths
+
+    out, _ = _generate("oracle")
+    sent = [len(p) for p in out["prompt_token_ids"]]
+    tok = tokenizer()
+    in_rows = [len(tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)) for r in rows()]
+    assert in_rows == sent
+    assert first_prompt_lengths(ENV, tok, "skyrl", num_tasks=2, env_kwargs=ENV_KWARGS) == sent
+
+
+def test_the_pre_flight_refuses_a_max_input_length_below_the_prompt_with_the_number_to_set():
+    from sopgym.integrations.lengths import check_prompt_length, first_prompt_lengths, recommended_prompt_length
+
+    longest = max(first_prompt_lengths(ENV, tokenizer(), "skyrl", num_tasks=2, env_kwargs=ENV_KWARGS))
+    with pytest.raises(ValueError, match=rf"longest {longest} tokens.*set generator.max_input_length={recommended_prompt_length(longest)}"):
+        check_prompt_length([ENV], tokenizer(), "skyrl", longest - 1, "generator.max_input_length", num_tasks=2, env_kwargs=ENV_KWARGS)
+    assert check_prompt_length([ENV], tokenizer(), "skyrl", longest, "generator.max_input_length",
+                               num_tasks=2, env_kwargs=ENV_KWARGS) == {ENV: longest}

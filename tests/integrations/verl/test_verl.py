@@ -200,3 +200,10 @@ def test_a_prompt_longer_than_prompt_length_is_refused_before_any_request():
     with pytest.raises(ValueError, match=r"rollout.prompt_length=64"):
         _run(_loop(server, prompt_length=64))
     assert server.requests == []
+
+
+def test_the_pre_flight_measures_the_prompt_the_loop_sends():
+    from sopgym.integrations.lengths import first_prompt_lengths
+
+    sent = [len(_run(_loop(FakeServerManager("oracle")), i).prompt_ids) for i in range(len(rows()))]
+    assert first_prompt_lengths(ENV, tokenizer(), "verl", num_tasks=len(rows()), env_kwargs=ENV_KWARGS) == sent

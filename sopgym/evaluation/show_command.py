@@ -6,6 +6,11 @@ their statuses, the tool results and the env's feedback, and what the model cost
 evaluator's verdict per field and overall, and the reward's components. ``--html PAGE`` writes every
 episode of the file (or those picked with ``--episode``) into one page that needs nothing else: no
 script, no stylesheet or font from elsewhere; every text from the file is escaped.
+
+The text output never passes a control character through to the terminal: escape sequences, carriage
+returns, bidirectional controls in model or tool text are printed as ``\x1b``-style escapes
+(:func:`sopgym.evaluation.escaping.visible`). Every action the env accepted is shown, whatever its
+shape: a native tool call that is not ``{"function": {"name", "arguments"}}`` is printed as its JSON.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import json
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from .escaping import visible
 
 __all__ = ["add_show_parser", "cmd_show", "read_trajectory", "format_episode", "episodes_html"]
 
@@ -136,7 +143,9 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in str(text).splitlines() or [""])
+    """Each line of ``text`` indented. Lines end at line feeds only (``\r\n`` counts as one): any
+    other line-breaking character stays in the line, to be shown escaped."""
+    return "\n".join(prefix + line for line in str(text).replace("\r\n", "\n").split("\n"))
 
 
 def _json(value: Any) -> str:
@@ -153,16 +162,26 @@ def _plain(value: Any, limit: int = 200) -> str:
 
 
 def _action_text(action: Any) -> str:
-    """A reply as text: its content, and native tool calls as ``-> name(arguments)`` lines."""
+    """A reply as text: its content, and native tool calls as ``-> name(arguments)`` lines. Whatever
+    the env accepted is shown: content that is not a string, ``tool_calls`` that is not a list, and a
+    call that is not ``{"function": {"name", "arguments"}}`` (the env recorded it as ``ERROR_PARSE``)
+    appear as their JSON, labelled."""
     if isinstance(action, str):
         return action
-    if isinstance(action, dict):
-        parts = [action.get("content") or ""] if isinstance(action.get("content"), str) else []
-        for call in action.get("tool_calls") or []:
-            function = (call or {}).get("function") or {} if isinstance(call, dict) else {}
+    if not isinstance(action, dict):
+        return _json(action)
+    content = action.get("content")
+    parts = [content if isinstance(content, str) else f"{_json(content)} [content that is not text]"] if content else []
+    calls = action.get("tool_calls")
+    if calls and not isinstance(calls, list):
+        parts.append(f"-> {_json(calls)} [tool_calls that is not a list]")
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
             parts.append(f"-> {function.get('name')}({function.get('arguments')}) [native tool call]")
-        return "\n".join(p for p in parts if p)
-    return _json(action)
+        else:
+            parts.append(f"-> {_json(call)} [unreadable native tool call]")
+    return "\n".join(p for p in parts if p)
 
 
 def _agent_text(agent: Any) -> str | None:
@@ -216,7 +235,7 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
             out += ["  env:", _indent(_cut(feedback, max_chars))]
     if ep["episode"] is None:
         out.append("(episode not finished in this file)")
-        return "\n".join(out)
+        return visible("\n".join(out))
     end = f"truncated ({_plain(record.get('truncation_cause'), 60)})" if record.get("truncated") else "terminated"
     out.append(f"== end: {end} | {_plain(record.get('turns'), 60)} turns | reward {_fmt(record.get('reward'))}")
     failed = (ep["episode"].get("extra") or {}).get("failed_request") if isinstance(ep["episode"].get("extra"), dict) else None
@@ -235,7 +254,7 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     components = record.get("reward_components")
     if isinstance(components, dict) and components:
         out.append("  reward components: " + "  ".join(f"{_plain(k, 80)} {_fmt(v)}" for k, v in components.items()))
-    return "\n".join(out)
+    return visible("\n".join(out))
 
 
 def _feedback(step: dict[str, Any]) -> str:
@@ -358,7 +377,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     try:
         run, episodes = read_trajectory(args.path)
     except (OSError, ValueError) as exc:
-        print(f"sopgym show: {exc}", file=sys.stderr)
+        print(f"sopgym show: {visible(str(exc), newlines=False)}", file=sys.stderr)
         return 2
     if not episodes:
         print(f"sopgym show: no episodes in {args.path} (expected lines with an episode_index)", file=sys.stderr)

@@ -20,9 +20,13 @@ from sopgym.cli.arguments import json_object, non_negative_int, number_in, parse
 from sopgym.cli.tables import table as _table
 
 __all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "check_output_paths",
-           "MODEL_POLICIES"]
+           "trajectories_beside", "MODEL_POLICIES", "RUNS_FOLDER"]
 
 MODEL_POLICIES = ("openai", "hf")
+#: Where a model run without --out writes its results and trajectory (a folder per run).
+RUNS_FOLDER = "sopgym-runs"
+#: The results file is rewritten at most this often while a run goes (and always when it ends).
+RESULTS_EVERY_S = 5.0
 #: Model options and the policies they belong to (for the "this option needs --policy ..." check).
 _MODEL_OPTIONS = {
     "model": MODEL_POLICIES, "base_url": ("openai",), "api_key_env": ("openai",), "temperature": MODEL_POLICIES,
@@ -67,12 +71,15 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--k", type=_positive_int, default=1, help="k of pass@k and pass^k (<= samples per task)")
     parser.add_argument("--seed", type=_non_negative_int, default=0)
     parser.add_argument("--split", default="test", choices=("train", "val", "test"))
-    parser.add_argument("--out", default=None, help="write the results JSON here (its folder must exist; checked before "
-                                                    "the run)")
+    parser.add_argument("--out", default=None,
+                        help="write the results JSON here (its folder must exist; checked before the run), kept current "
+                             "as episodes finish; a model run without it writes to sopgym-runs/<time>/")
     parser.add_argument("--trajectories", default=None,
-                        help="write every step and episode here (JSONL; its folder is created; must differ from --out)")
+                        help="write every step and episode here as each episode ends (JSONL; its folder is created; "
+                             "must differ from --out; default with --out: OUT's name with .trajectories.jsonl)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the run in --trajectories: finished episodes are kept, the rest are run")
+                        help="continue the run in --trajectories (or the one beside --out): finished episodes are kept, "
+                             "the rest are run")
     parser.add_argument("--concurrency", type=_positive_int, default=None,
                         help="episodes running at once (default: 1, or 16 per Ray worker for a built-in policy); for a "
                              "model: requests in flight, or the batch of a local model. The records do not depend on it "
@@ -278,6 +285,13 @@ def check_output_paths(out: str | None, trajectories: str | None) -> str | None:
     return None
 
 
+def trajectories_beside(out: str) -> str:
+    """The trajectory file of a run whose results go to ``out`` (when ``--trajectories`` is not given):
+    ``results.json`` -> ``results.trajectories.jsonl``."""
+    stem = out[: -len(".json")] if out.endswith(".json") else out
+    return stem + ".trajectories.jsonl"
+
+
 # --------------------------------------------------------------------------------------------------
 # Building the agent
 # --------------------------------------------------------------------------------------------------
@@ -383,7 +397,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from sopgym.agents.chat import ServerRefused
 
     from .runner import builtin_policy_agent
-    from .suite import SuitePlan, expand_env_patterns, run_suite, software_info, suite_results
+    from .suite import SuitePlan, expand_env_patterns, run_suite, software_info, suite_results, write_results
 
     if args.ray_address is not None and not args.workers:
         return _error(f"--ray-address {args.ray_address!r} needs --workers N (N >= 1)")
@@ -392,8 +406,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.k > args.samples_per_task:
         return _error(f"--k ({args.k}) must be <= --samples-per-task ({args.samples_per_task}): pass@k needs n >= k "
                       "samples per task")
-    if args.resume and not args.trajectories:
-        return _error("--resume continues the run in --trajectories PATH; give that file")
+    if args.resume and not args.trajectories and not args.out:
+        return _error("--resume continues the run in --trajectories PATH (or the one beside --out PATH); give one of them")
+    if args.out and not args.trajectories:
+        args.trajectories = trajectories_beside(args.out)  # finished work is kept whether or not it was asked for
     problem = _check_model_options(args)
     if problem:
         return _error(problem)
@@ -450,12 +466,69 @@ def cmd_eval(args: argparse.Namespace) -> int:
         agent, model_identity = builtin_policy_agent(args.policy), None
     identity = {"policy": args.policy, "model": model_identity, "plan": plan.to_json(), "env_kwargs": env_kwargs,
                 "sopbench_env_kwargs": sopbench_kwargs}
+    if args.out is None and args.policy in MODEL_POLICIES:  # a model run is never lost for want of --out
+        folder = os.path.join(RUNS_FOLDER, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+        os.makedirs(folder, exist_ok=True)
+        args.out, args.trajectories = os.path.join(folder, "results.json"), os.path.join(folder, "trajectories.jsonl")
+        print(f"sopgym eval: writing the results and trajectories of this run to {folder}/ (--out to choose)",
+              file=sys.stderr)
     started = time.time()
     resumed = {"episodes": 0}
+    software = software_info()
+    finished: dict[int, Any] = {}
+    last_write = [float("-inf")]
 
-    def on_resume(finished: int, pending: int) -> None:
-        resumed["episodes"] = finished
-        print(f"sopgym eval: resuming {args.trajectories}: {finished} episodes finished, {pending} to run", file=sys.stderr)
+    def on_resume(count: int, pending: int) -> None:
+        resumed["episodes"] = count
+        print(f"sopgym eval: resuming {args.trajectories}: {count} episodes finished, {pending} to run", file=sys.stderr)
+
+    def results_now(status: str) -> dict[str, Any]:
+        """The results of the episodes finished so far (a running run's without intervals, and with
+        the largest k its tasks' samples allow)."""
+        outcomes = [finished[i] for i in sorted(finished)]
+        config = {
+            "identity": identity,
+            "agent": agent.describe() if hasattr(agent, "describe") else {"policy": args.policy},
+            "k": args.k, "n_bootstrap": args.n_bootstrap, "concurrency": args.concurrency,
+            "resumed_episodes": resumed["episodes"], "software": software,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "arguments": _arguments(args),
+        }
+        if status == "finished":
+            k, n_bootstrap = args.k, args.n_bootstrap
+        else:
+            samples: dict[tuple[str, str], int] = {}
+            for o in outcomes:
+                key = (o.env_id, str(o.record.get("task_id")))
+                samples[key] = samples.get(key, 0) + 1
+            k, n_bootstrap = min(args.k, min(samples.values())), 0
+        results = suite_results(config, outcomes, k=k, n_bootstrap=n_bootstrap, seed=args.seed)
+        results["run"] = {"status": status, "episodes_finished": len(outcomes), "episodes_planned": len(plan.specs()),
+                          "trajectories": args.trajectories}
+        return results
+
+    def save(status: str) -> str | None:
+        """Write the results so far (when there is a file and an episode); why not, if that failed."""
+        if not args.out or not finished:
+            return None
+        try:
+            write_results(args.out, results_now(status))
+        except OSError as exc:
+            return f"could not write the results to {args.out}: {exc}"
+        last_write[0] = time.monotonic()
+        return None
+
+    def on_outcome(outcome: Any) -> None:
+        finished[outcome.index] = outcome
+        if time.monotonic() - last_write[0] >= RESULTS_EVERY_S:
+            problem = save("running")
+            if problem:
+                print(f"sopgym eval: {problem}", file=sys.stderr)
+
+    def kept() -> str:
+        files = " and ".join(f for f in (args.out, args.trajectories) if f)
+        return f"; finished episodes are in {files} (continue with --resume)" if files and finished else ""
 
     model = getattr(agent, "model", None)
     try:
@@ -470,31 +543,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
             pool = make_env_pool(make_env, "ray", num_workers=args.workers, address=args.ray_address)
         outcomes = run_suite(plan, agent, make_env, identity=identity, trajectories=args.trajectories,
                              resume=args.resume, concurrency=args.concurrency, progress=not args.quiet,
-                             on_resume=on_resume, pool=pool)
+                             on_resume=on_resume, pool=pool, on_outcome=on_outcome)
     except ServerRefused as exc:
-        saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
-        print(f"sopgym eval: stopped: {exc}{saved}", file=sys.stderr)
+        save("stopped")
+        print(f"sopgym eval: stopped: {exc}{kept()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        saved = f"; finished episodes are in {args.trajectories} (continue with --resume)" if args.trajectories else ""
-        print(f"sopgym eval: interrupted{saved}", file=sys.stderr)
+        save("interrupted")
+        print(f"sopgym eval: interrupted{kept()}", file=sys.stderr)
         return 130
     except (ValueError, TypeError, gym.error.Error, ImportError) as exc:  # another run's file, env kwargs, no ray
-        return _error(str(exc))
+        save("stopped")
+        return _error(f"{exc}{kept()}")
     finally:
         if model is not None:
             model.close()
-    config = {
-        "identity": identity,
-        "agent": agent.describe() if hasattr(agent, "describe") else {"policy": args.policy},
-        "k": args.k, "n_bootstrap": args.n_bootstrap, "concurrency": args.concurrency,
-        "resumed_episodes": resumed["episodes"], "software": software_info(),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "arguments": _arguments(args),
-    }
+    assert len(finished) == len(outcomes), "run_suite reports every episode through on_outcome"
     try:
-        results = suite_results(config, outcomes, k=args.k, n_bootstrap=args.n_bootstrap, seed=args.seed)
+        results = results_now("finished")
     except ValueError as exc:
         return _error(str(exc))
     for env_id, metrics in results["envs"].items():
@@ -506,9 +572,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"trajectories: {args.trajectories}")
     if args.out:
         try:
-            with open(args.out, "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=2)
-                f.write("\n")
+            write_results(args.out, results)
         except OSError as exc:
             print(f"sopgym eval: could not write the results to {args.out}: {exc}", file=sys.stderr)
             return 1

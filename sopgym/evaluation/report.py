@@ -143,9 +143,19 @@ def _model_name(results: dict[str, Any]) -> str:
     return str(agent.get("policy") or (results.get("config") or {}).get("identity", {}).get("policy") or "?")
 
 
+def _unfinished(results: dict[str, Any]) -> str:
+    """`` (stopped: 3/10 episodes)`` for the results of a run that did not finish (written as it went),
+    else empty: a leaderboard never shows part of a run as the whole."""
+    run = results.get("run")
+    if not isinstance(run, dict) or run.get("status") in (None, "finished"):
+        return ""
+    return f" ({run.get('status')}: {run.get('episodes_finished')}/{run.get('episodes_planned')} episodes)"
+
+
 def _names(paths: Sequence[str | os.PathLike], runs: Sequence[dict[str, Any]]) -> list[str]:
     names = [_model_name(r) for r in runs]
-    return [f"{n} ({Path(p).stem})" if names.count(n) > 1 else n for n, p in zip(names, paths)]
+    return [(f"{n} ({Path(p).stem})" if names.count(n) > 1 else n) + _unfinished(r)
+            for n, p, r in zip(names, paths, runs)]
 
 
 def _usage(metrics: dict[str, Any], key: str) -> Any:

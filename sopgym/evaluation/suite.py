@@ -39,7 +39,7 @@ from .progress import ProgressBar
 
 __all__ = [
     "RESULTS_FORMAT", "SuitePlan", "EpisodeOutcome", "registered_env_ids", "expand_env_patterns", "run_suite",
-    "read_trajectory_run", "suite_results", "software_info", "SUITE_METRICS",
+    "read_trajectory_run", "suite_results", "write_results", "software_info", "SUITE_METRICS",
 ]
 
 RESULTS_FORMAT = "sopgym-results/2"
@@ -144,11 +144,33 @@ class EpisodeOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
     """``EpisodeResult.extra``: per-turn agent data under ``turns``, the model's totals under ``model``."""
     resumed: bool = False
+    line: int | None = None
+    """For an episode read back: the line of its ``episode`` line in the trajectory file."""
 
 
 # --------------------------------------------------------------------------------------------------
 # Trajectory files
 # --------------------------------------------------------------------------------------------------
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _check_model_totals(where: str, totals: Any) -> None:
+    """A resumed episode's model totals must be what :func:`~sopgym.agents.chat.usage_totals` writes:
+    counts that are integers >= 0 and seconds or dollars that are finite numbers >= 0 (or null)."""
+    if not isinstance(totals, Mapping):
+        raise ValueError(f"{where}: extra.model is {_kind(totals)}, expected an object")
+    for key in ("requests", "turns", "prompt_tokens", "completion_tokens", "max_tokens_cuts", "reply_byte_cuts",
+                "latency_s", "cost_usd"):
+        value = totals.get(key)
+        integer = key not in ("latency_s", "cost_usd")
+        ok = value is None or (not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
+                               and value >= 0 and value == value and value != float("inf"))
+        if not ok:
+            raise ValueError(f"{where}: extra.model.{key} is {json.dumps(value, default=str)[:60]}, expected "
+                             f"{'an integer' if integer else 'a finite number'} >= 0 or null")
+
+
 def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None, dict[int, EpisodeOutcome], dict[int, dict], int]:
     """Read a suite trajectory file back.
 
@@ -159,7 +181,10 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
         the offset.
 
     Raises:
-        ValueError: a line that is not JSON before the end, or not an object.
+        ValueError: a damaged file, naming the file and the line: a line that is not JSON before the
+            end (or nested too deep to read), not an object, a run line of another format or whose
+            identity is not an object, an episode line whose record the evaluator cannot score or
+            whose fields have the wrong kinds.
     """
     run_line = None
     finished: dict[int, EpisodeOutcome] = {}
@@ -170,39 +195,64 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
     with open(path, "rb") as f:
         lines = f.readlines()
     for number, raw in enumerate(lines, start=1):
+        where = f"{path}:{number}"
         position += len(raw)
         last = number == len(lines)
         if not raw.endswith(b"\n"):
             break  # a half-written last line
         try:
             obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            if last:
+        except RecursionError:
+            raise ValueError(f"{where}: the line is nested too deep to read (a damaged file?)") from None
+        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
+            if last and isinstance(exc, json.JSONDecodeError):
                 break
-            raise ValueError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc})") from None
+            raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON ({str(exc)[:200]})") from None
         if not isinstance(obj, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(obj).__name__}")
+            raise ValueError(f"{where}: expected a JSON object, got {_kind(obj)}")
         kind = obj.get("type")
         if kind == "run":
             if number != 1:
-                raise ValueError(f"{path}:{number}: a 'run' line must be the first line")
+                raise ValueError(f"{where}: a 'run' line must be the first line")
+            if obj.get("format") != TRAJECTORY_FORMAT:
+                raise ValueError(f"{where}: the run line's format is {json.dumps(obj.get('format'))[:60]}; this version "
+                                 f"reads format {TRAJECTORY_FORMAT}")
+            if not isinstance(obj.get("identity"), dict):
+                raise ValueError(f"{where}: the run line's identity is {_kind(obj.get('identity'))}, expected an object "
+                                 "(the settings of the run)")
             run_line, offset = obj, position
             continue
         index = obj.get("episode_index")
         if not isinstance(index, int) or isinstance(index, bool):
             continue
+        if index < 0:
+            raise ValueError(f"{where}: episode_index is {index}, expected an integer >= 0")
         if kind == "reset":
             resets[index] = obj
             agent_turns[index] = []
         elif kind == "step":
-            agent_turns.setdefault(index, []).append(obj.get("agent"))
+            agent = obj.get("agent")
+            if agent is not None and not isinstance(agent, dict):
+                raise ValueError(f"{where}: the step's agent entry is {_kind(agent)}, expected an object")
+            agent_turns.setdefault(index, []).append(agent)
         elif kind == "episode":
             record = {k: v for k, v in obj.items() if k not in ("type", "episode_index", "extra")}
-            extra = dict(obj.get("extra") or {})
+            extra = obj.get("extra") if obj.get("extra") is not None else {}
+            if not isinstance(extra, dict):
+                raise ValueError(f"{where}: the episode's extra is {_kind(extra)}, expected an object")
+            if not isinstance(record.get("env_id"), str):
+                raise ValueError(f"{where}: the episode's env_id is {_kind(record.get('env_id'))}, expected a string")
+            try:
+                score_record(record, where)
+            except (TypeError, AttributeError) as exc:
+                raise ValueError(f"{where}: the episode record cannot be scored ({type(exc).__name__}: {exc})") from None
+            if "model" in extra:
+                _check_model_totals(where, extra["model"])
+            extra = dict(extra)
             turns = agent_turns.get(index) or []
             if turns and all(t is not None for t in turns):
                 extra["turns"] = turns
-            finished[index] = EpisodeOutcome(index, str(record.get("env_id")), record, extra, resumed=True)
+            finished[index] = EpisodeOutcome(index, record["env_id"], record, extra, resumed=True, line=number)
             offset = position
     return run_line, finished, resets, offset
 
@@ -226,8 +276,9 @@ class _SuiteWriter:
     def _write(self, lines: Iterable[dict[str, Any]]) -> None:
         from sopgym.envs.wrappers import dumps_line
 
-        for line in lines:
-            self._file.write(dumps_line(line) + "\n")
+        # one write of the episode's lines, flushed: a run killed now leaves at most a torn tail, which
+        # the reader drops (a resumed run then runs that episode again)
+        self._file.write("".join(dumps_line(line) + "\n" for line in lines))
         self._file.flush()
 
     def episode(self, result: Any, index: int) -> None:
@@ -266,6 +317,7 @@ def run_suite(
     progress: bool = True,
     on_resume: Callable[[int, int], None] | None = None,
     pool: Any = None,
+    on_outcome: Callable[[EpisodeOutcome], None] | None = None,
 ) -> list[EpisodeOutcome]:
     """Run every episode of ``plan`` not already finished in ``trajectories``.
 
@@ -281,6 +333,8 @@ def run_suite(
         on_resume: called with (finished episodes found, episodes to run) when resuming.
         pool: the env pool to run on (None: an in-process :class:`~.runner.EnvPool` of ``make_env``;
             e.g. :func:`~.runner.make_env_pool` with Ray env workers). It is closed at the end.
+        on_outcome: called with each finished episode: first those read back from the file, then
+            each one as it ends (after its lines are written), so a caller can keep results current.
 
     Returns:
         One :class:`EpisodeOutcome` per planned episode, in plan order.
@@ -313,6 +367,8 @@ def run_suite(
     pending = [i for i in range(len(specs)) if i not in finished]
     if resume and on_resume is not None:
         on_resume(len(finished), len(pending))
+    for index in sorted(finished) if on_outcome is not None else ():
+        on_outcome(finished[index])
     writer = _SuiteWriter(trajectories, header, truncate_at) if trajectories is not None else None
     outcomes: dict[int, EpisodeOutcome] = dict(finished)
     pool = pool if pool is not None else EnvPool(make_env)
@@ -322,6 +378,8 @@ def run_suite(
         if writer is not None:
             writer.episode(result, index)
         outcomes[index] = EpisodeOutcome(index, specs[index].env_id, dict(result.record), dict(result.extra))
+        if on_outcome is not None:
+            on_outcome(outcomes[index])
 
     bar = ProgressBar(len(specs), initial=len(finished)) if progress and specs else None
     try:
@@ -338,8 +396,9 @@ def run_suite(
 
 
 def _check_matches_plan(path: Any, index: int, outcome: EpisodeOutcome, reset: dict | None, specs: Sequence[Any]) -> None:
+    path = f"{path}:{outcome.line}"
     if index >= len(specs):
-        raise ValueError(f"{path}: episode {index} lies outside this run's {len(specs)} episodes")
+        raise ValueError(f"{path}: episode_index {index} lies outside this run's {len(specs)} episodes (0..{len(specs) - 1})")
     spec = specs[index]
     if _bare(outcome.env_id) != _bare(spec.env_id):
         raise ValueError(f"{path}: episode {index} is of {outcome.env_id}, but this run's episode {index} is of {spec.env_id}")
@@ -471,6 +530,27 @@ def _compat(records: Sequence[Mapping[str, Any]], n_bootstrap: int, seed: int) -
     if n_bootstrap:
         out["ci95"] = list(bootstrap_ci(num, den, n_bootstrap=n_bootstrap, seed=seed))
     return out
+
+
+def write_results(path: str | os.PathLike, results: Mapping[str, Any]) -> None:
+    """Write a results file atomically: a temporary file beside it, synced, then renamed over it, so a
+    run killed at any moment leaves the previous whole file or the new one, never a torn one.
+
+    Raises:
+        OSError: the file could not be written (the old one is left as it was).
+    """
+    tmp = f"{os.fspath(path)}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def suite_results(

@@ -108,7 +108,8 @@ def test_a_refusal_stops_sopgym_eval_and_resume_finishes_the_run(server, tmp_pat
             "--quiet", "--trajectories", str(traj), "--out", str(out)]
     first = sopgym_cli(*args)
     assert first.returncode == 1 and VLLM_TOOLS_400 in first.stderr and "--resume" in first.stderr
-    assert not out.exists()
+    stopped = json.loads(out.read_text())  # the results of the finished episode, marked as a stopped run
+    assert stopped["run"]["status"] == "stopped" and stopped["run"]["episodes_finished"] == 1
     assert sum(json.loads(line)["type"] == "episode" for line in traj.read_text().splitlines()) == 1
     posts = len(server.requests)
     second = sopgym_cli(*args, "--resume")

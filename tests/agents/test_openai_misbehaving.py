@@ -286,13 +286,11 @@ def test_sopgym_eval_goes_on_past_malformed_answers_and_records_why(server, tmp_
     traj, out = tmp_path / "t.jsonl", tmp_path / "r.json"
     server.script = [MALFORMED["stream-tool-call-index-7"][0]] * 2  # both attempts of episode 0's first turn
     done = sopgym_cli("eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url, "--model", "m",
-                      "--episodes", "2", "--quiet", "--max-retries", "1", "--max-reply-bytes", "4096",
-                      "--trajectories", str(traj), "--out", str(out))
+                      "--episodes", "2", "--quiet", "--max-retries", "1", "--trajectories", str(traj), "--out", str(out))
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())
     metrics = results["envs"][WR]
     assert metrics["infrastructure_failure_rate"] == 0.5 and metrics["usage"]["failed_requests"]["inference"] == 1
-    assert results["config"]["agent"]["server"]["max_reply_bytes"] == 4096
     episodes = [json.loads(line) for line in traj.read_text().splitlines() if '"type": "episode"' in line]
     failed = next(e for e in episodes if e["episode_index"] == 0)["extra"]["failed_request"]
     assert "malformed answer" in failed["message"] and "index is 7" in failed["message"]
@@ -308,3 +306,86 @@ def test_sopgym_eval_ends_its_start_up_wait_by_server_wait(server, tmp_path):
     assert done.returncode == 1 and "did not answer GET /models within 1 s" in done.stderr
     assert time.monotonic() - started < 30  # the process's start-up included; the wait itself is 1 s
     assert server.models_requests >= 1
+
+
+# --------------------------------------------------------------------------------------------------
+# Finished work is never lost
+# --------------------------------------------------------------------------------------------------
+def _episodes_in(path) -> int:
+    return sum('"type": "episode"' in line for line in path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_a_stopped_run_without_trajectories_keeps_its_results_and_trajectory_and_resume_finishes_it(server, tmp_path):
+    from .test_openai_faults import VLLM_TOOLS_400, WR, sopgym_cli
+
+    out = tmp_path / "r.json"
+    server.script = [("reply", SUBMIT_OK, "stop", USAGE),
+                     ("status", 400, {"object": "error", "message": VLLM_TOOLS_400, "type": "BadRequestError"}, {})]
+    args = ["eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url, "--model", "m", "--episodes", "3",
+            "--quiet", "--max-reply-bytes", "4096", "--out", str(out)]
+    first = sopgym_cli(*args)
+    assert first.returncode == 1 and "--resume" in first.stderr
+    trajectories = tmp_path / "r.trajectories.jsonl"
+    assert _episodes_in(trajectories) == 1 and str(trajectories) in first.stderr
+    stopped = json.loads(out.read_text())
+    assert stopped["run"] == {"status": "stopped", "episodes_finished": 1, "episodes_planned": 3,
+                              "trajectories": str(trajectories)}
+    assert stopped["envs"][WR]["episodes"] == 1 and stopped["config"]["agent"]["server"]["max_reply_bytes"] == 4096
+    posts = len(server.requests)
+    second = sopgym_cli(*args, "--resume")
+    assert second.returncode == 0, second.stderr
+    assert len(server.requests) - posts == 2  # only the missing episodes were asked for
+    results = json.loads(out.read_text())
+    assert results["run"]["status"] == "finished" and results["envs"][WR]["episodes"] == 3
+    assert results["config"]["resumed_episodes"] == 1
+
+
+def test_a_killed_run_leaves_valid_files_and_resume_finishes_it_as_if_never_killed(server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from .test_openai_faults import WR, sopgym_cli
+
+    server.default = ("reply", SUBMIT_OK, "stop", USAGE, 0.6)
+    out, trajectories = tmp_path / "r.json", tmp_path / "r.trajectories.jsonl"
+    args = ["eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url, "--model", "m", "--episodes", "4",
+            "--quiet", "--n-bootstrap", "0", "--out", str(out)]
+    process = subprocess.Popen([sys.executable, "-m", "sopgym", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 120
+        while _episodes_in(trajectories) < 2 and time.monotonic() < end and process.poll() is None:
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.wait()
+    assert 2 <= _episodes_in(trajectories) < 4
+    partial = json.loads(out.read_text())  # a whole JSON document, whenever the kill came
+    assert partial["run"]["status"] == "running" and 1 <= partial["run"]["episodes_finished"] < 4
+    resumed = sopgym_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    results = json.loads(out.read_text())
+    assert results["run"]["status"] == "finished" and results["config"]["resumed_episodes"] >= 2
+    whole_out = tmp_path / "whole.json"
+    whole = sopgym_cli(*args[:-1], str(whole_out))
+    assert whole.returncode == 0, whole.stderr
+    drop = ("usage",)
+    assert ({k: v for k, v in results["envs"][WR].items() if k not in drop}
+            == {k: v for k, v in json.loads(whole_out.read_text())["envs"][WR].items() if k not in drop})
+
+
+def test_a_model_run_without_out_writes_its_run_folder(server, tmp_path):
+    import subprocess
+    import sys
+
+    from .test_openai_faults import WR
+
+    done = subprocess.run([sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url",
+                           server.base_url, "--model", "m", "--episodes", "2", "--quiet"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (folder,) = (tmp_path / "sopgym-runs").iterdir()
+    assert f"sopgym-runs/{folder.name}/" in done.stderr
+    assert json.loads((folder / "results.json").read_text())["run"]["status"] == "finished"
+    assert _episodes_in(folder / "trajectories.jsonl") == 2

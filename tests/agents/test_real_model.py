@@ -57,7 +57,8 @@ def served_run(smollm2, server, tmp_path_factory):
         capture_output=True, text=True, timeout=1800)
     refused = subprocess.run(
         [sys.executable, "-m", "sopgym", "eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url,
-         "--model", "no-such-model", "--episodes", "1", "--quiet"], capture_output=True, text=True, timeout=600)
+         "--model", "no-such-model", "--episodes", "1", "--quiet"], capture_output=True, text=True, timeout=600,
+        cwd=folder)  # without --out it writes its run folder (sopgym-runs/) here
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((folder / "r.json").read_text()), [json.loads(x) for x in (folder / "t.jsonl").read_text().splitlines()], refused
 

@@ -21,10 +21,14 @@ best of the repeats.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from oracle_data import oracle_data  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo-cpu.yaml"
 
@@ -42,31 +46,13 @@ def main(argv=None) -> None:
     if args.quick:
         args.episodes, args.prompts, args.new_tokens, args.repeats = 16, 8, 8, 1
 
-    import gymnasium
-
-    import sopgym  # noqa: F401  (registers the envs)
-    from sopgym.trainers.config import load_config
     from sopgym.trainers.modeling import LogProbModel, load_model
     from sopgym.trainers.optimise import StepSettings, accumulate_gradients
     from sopgym.trainers.policy.hf import HFPolicy
-    from sopgym.trainers.rollout import EnvPool, group_spec_list
-    from sopgym.trainers.sft import (
-        as_shown,
-        collect_trajectories,
-        default_oracle,
-        episode_from_messages,
-        trajectory_texts,
-    )
-    from sopgym.trainers.tokenizer import build_bpe_tokenizer
+    from sopgym.trainers.sft import as_shown, episode_from_messages
 
-    pool = EnvPool(lambda env_id: gymnasium.make(env_id))
-    try:
-        trajectories = collect_trajectories(pool, group_spec_list([args.domain], "train", 0, args.episodes, 1), default_oracle)
-    finally:
-        pool.close()
-    run = load_config(args.config)
+    run, tok, trajectories = oracle_data(args.domain, args.episodes, args.config)
     cfg, batch_episodes = run.model, run.sft.batch_episodes
-    tok = build_bpe_tokenizer(trajectory_texts(trajectories), cfg.bpe_vocab_size, split_digits=cfg.bpe_split_digits)
     lm = load_model(cfg, tok, "sdpa_varlen", torch.device("cpu"), seed=0)
     model = LogProbModel(lm)
     episodes, prompts = {}, {}

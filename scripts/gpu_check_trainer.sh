@@ -9,7 +9,12 @@
 #   2. the sampler's generation tokens/s at batch 32 on the GPU (benchmarks/train_throughput.py);
 #   3. on a machine with 2+ GPUs, the data-parallel learner over NCCL (tests/trainers/test_distributed.py,
 #      marked `gpu`): 2 torchrun ranks train the parameters of one process; with one GPU it is skipped
-#      with that reason (NCCL needs a GPU per rank).
+#      with that reason (NCCL needs a GPU per rank);
+#   4. mixed precision on CUDA (tests/trainers/test_mixed_precision.py, marked `gpu`): the bf16 config
+#      with `attention: auto` picks a flash kernel over fp32 master weights, computes in bf16, and one
+#      AdamW step at lr 1e-6 and 1e-5 moves every parameter tensor (norm gains included) by AdamW's
+#      update within fp32 rounding; the sampler (autocast on the trained model) stays closer to the
+#      trainer's bf16 forward than to an fp32 one.
 #
 # The device machines of this workplace have torch, transformers and pytest but no network and no
 # gymnasium: carry its wheels. Prepare once where PyPI is reachable:
@@ -31,7 +36,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
 timeout 420 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/trainers/test_sampler.py tests/trainers/test_packing.py \
-  tests/trainers/test_distributed.py \
+  tests/trainers/test_distributed.py tests/trainers/test_mixed_precision.py \
   > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests exit code $?" | tee -a "$OUT/gpu_tests.txt"
 tail -40 "$OUT/gpu_tests.txt"

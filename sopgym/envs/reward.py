@@ -19,7 +19,11 @@ from typing import Any
 
 from sopgym.scoring import field_scores
 
-__all__ = ["RewardConfig", "REWARD_FUNCTIONS", "outcome_components", "outcome_reward", "state_scores"]
+__all__ = ["RewardConfig", "REWARD_FUNCTIONS", "SHAPING_PREFIX", "outcome_components", "outcome_reward", "state_scores"]
+
+SHAPING_PREFIX = "shaping/"
+"""Reward components whose name starts with it are shaping, not the task's outcome: the outcome
+rewards ignore them, and a trainer can take them out of a return (``info["reward_components"]``)."""
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,12 @@ def outcome_components(
 
 
 def _dense(components: Mapping[str, float]) -> float:
-    checks = [v for k, v in components.items() if not k.startswith("shaping/")]
+    checks = [v for k, v in components.items() if not k.startswith(SHAPING_PREFIX)]
     return sum(checks) / len(checks) if checks else 0.0
 
 
 def _binary(components: Mapping[str, float]) -> float:
-    checks = [v for k, v in components.items() if not k.startswith("shaping/")]
+    checks = [v for k, v in components.items() if not k.startswith(SHAPING_PREFIX)]
     return float(bool(checks) and all(v == 1.0 for v in checks))
 
 

@@ -4,7 +4,8 @@ Shape legend: G = members of one group (episodes of the same task, infrastructur
 removed), C = reward components.
 
 Each estimator maps the rewards of one group ``rewards_G`` to advantages ``adv_G``; the trainer
-broadcasts an episode's advantage to all of its policy tokens.
+broadcasts an episode's advantage to all of its policy tokens. ``outcome_G`` (the rewards without
+their shaping) is passed when a group holds shaping; only ``grpo`` reads it (its std division).
 """
 
 from __future__ import annotations
@@ -17,11 +18,23 @@ import torch
 EPS = 1e-6
 
 
-def grpo(rewards_G: torch.Tensor, **_: object) -> torch.Tensor:
-    """GRPO: ``(r - mean) / (std + eps)`` with the unbiased group std (0 for a single member)."""
+def grpo(rewards_G: torch.Tensor, outcome_G: torch.Tensor | None = None, **_: object) -> torch.Tensor:
+    """GRPO: ``(r - mean) / (std + eps)`` with the unbiased group std (0 for a single member).
+
+    With ``outcome_G`` (each member's reward without its shaping, ``Episode.outcome``) the std is the
+    outcomes', and a group whose outcomes are all equal is only centred (``r - mean``). Dividing by
+    the std of the returns would blow a shaping penalty up to the scale of a task success: in a group
+    of four failures where one reply was invalid (penalty 0.05) every advantage would be about +-1.5,
+    the same as in a group with one success. This way the penalty keeps its own scale.
+    """
     if rewards_G.numel() < 2:
         return torch.zeros_like(rewards_G)
-    return (rewards_G - rewards_G.mean()) / (rewards_G.std(unbiased=True) + EPS)
+    centred_G = rewards_G - rewards_G.mean()
+    if outcome_G is None:
+        return centred_G / (rewards_G.std(unbiased=True) + EPS)
+    if zero_variance(outcome_G):
+        return centred_G
+    return centred_G / (outcome_G.std(unbiased=True) + EPS)
 
 
 def dr_grpo(rewards_G: torch.Tensor, **_: object) -> torch.Tensor:

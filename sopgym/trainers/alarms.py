@@ -8,9 +8,10 @@ silent), so a dashboard, a tag search and a log reader all see it.
   episodes were truncated by any cause: the turn cap, the context budget, a wall-time budget over
   the tools (``turn_time``, ``episode_time``), the sandbox, or a turn cut by ``max_new_tokens``. Truncated episodes end without the policy's answer, so their reward says
   more about the budget than about the policy.
-* ``zero_variance`` (every RL step): some reward component, or the total, has the same value for
-  every member in more than ``alarms.zero_variance_share`` of the step's groups. Under a group
-  baseline such a component teaches nothing in those groups.
+* ``zero_variance`` (every RL step): some reward component, or the outcome (the reward without its
+  shaping, what ``algo.filter_zero_variance`` reads), has the same value for every member in more than
+  ``alarms.zero_variance_share`` of the step's groups. Under a group baseline such a component teaches
+  nothing in those groups.
 * ``reward_up_heldout_down`` (every held-out evaluation, the last one included): across the last
   ``alarms.divergence_window`` evaluations the training reward rose while held-out task success fell
   (least-squares slopes of opposite sign): the policy is exploiting the training reward.
@@ -57,12 +58,12 @@ def truncation_check(episodes: list[Episode], max_rate: float) -> AlarmCheck:
 
 
 def zero_variance_check(zero_variance_stats: dict[str, float], max_share: float) -> AlarmCheck:
-    """From ``assign_advantages``' statistics: the components (and total) with zero variance in more
-    than ``max_share`` of the groups."""
+    """From ``assign_advantages``' statistics: the components (and the outcome) with zero variance in
+    more than ``max_share`` of the groups."""
     over = {}
     for key, share in zero_variance_stats.items():
         if key == "rollout/zero_variance_group_fraction":
-            name = "total reward"
+            name = "outcome"
         elif key.startswith("rollout/zero_variance_fraction/"):
             name = key.rsplit("/", 1)[1]
         else:

@@ -96,7 +96,10 @@ def torch_varlen_attention(module, query, key, value, attention_mask, dropout=0.
         raise ValueError(f"torch_varlen expects one flattened row, got a batch of {query.shape[0]}")
     if module.training and dropout > 0:
         raise ValueError("torch_varlen does not implement attention dropout; use sdpa_varlen")
-    q_NHD, k_NHD, v_NHD = (x[0].transpose(0, 1).contiguous() for x in (query, key, value))
+    # Under autocast (float32 master weights, bfloat16 compute) the rotary embedding leaves the query
+    # and key in float32 while the value is bfloat16; the kernel takes one half-precision dtype.
+    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else value.dtype
+    q_NHD, k_NHD, v_NHD = (x[0].transpose(0, 1).to(dtype).contiguous() for x in (query, key, value))
     cu_S1 = cu_seq_lens_q.to(torch.int32)
     max_len = int(max_length_q) if max_length_q is not None else int((cu_S1[1:] - cu_S1[:-1]).max())
     out_NHD = varlen_attn(

@@ -30,6 +30,11 @@ from .config import RUN_LENGTH_KEYS, ConfigError, differing_keys
 FILENAME = "checkpoint.pt"
 SHARDED_DIRNAME = "checkpoint"
 """The folder of a data-parallel checkpoint (``<run_dir>/checkpoint/``)."""
+SFT_DIRNAME = "sft"
+"""The folder of the SFT-only checkpoint (``<run_dir>/sft/``): the weights after SFT, before any RL."""
+SFT_COMPUTE_KEYS = ("attention", "dtype", "master_dtype", "gradient_checkpointing")
+"""``model`` keys a run starting from an SFT checkpoint may set otherwise: how it computes, not what
+it computes with."""
 log = logging.getLogger("sopgym.trainers")
 
 
@@ -218,3 +223,45 @@ def load_sharded(run_dir: str | Path, dp, *, model, optimizer, ref_model, genera
     if ref_model is not None:
         set_model_state_dict(ref_model, state["ref_model"])
     restore_rng(torch.load(path / "rng" / f"rank{dp.rank}.pt", map_location="cpu", weights_only=True), generator)
+
+
+# ---- the SFT-only checkpoint ------------------------------------------------------------------------
+
+
+def save_sft(run_dir: str | Path, *, model_state: dict[str, torch.Tensor], tokenizer, generator: torch.Generator,
+             config: dict[str, Any], demonstrations: dict[str, float]) -> Path:
+    """Write ``<run_dir>/sft/``: ``checkpoint.pt`` (the full model state after SFT, every RNG state,
+    the config and the demonstrations' statistics) and ``tokenizer/``, so that runs with other RL
+    settings can start from the same weights and random state (``sft.from_checkpoint``).
+
+    Written to a temporary folder, then renamed. Returns the folder.
+    """
+    final = Path(run_dir) / SFT_DIRNAME
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save({"model": model_state, "rng": rng_state(generator), "config": config, "demonstrations": demonstrations},
+               tmp / FILENAME)
+    tokenizer.save_pretrained(str(tmp / "tokenizer"))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return final
+
+
+def load_sft(path: str | Path, config: dict[str, Any]) -> dict[str, Any]:
+    """The SFT checkpoint in folder ``path`` (``save_sft``'s payload; ``tokenizer`` is its folder).
+
+    Raises:
+        ConfigError: no checkpoint there, or ``config``'s ``model`` section differs from the
+            checkpoint's in more than ``SFT_COMPUTE_KEYS``.
+    """
+    folder = Path(path)
+    if not (folder / FILENAME).exists():
+        raise ConfigError([f"sft.from_checkpoint: expected an SFT checkpoint folder (<run_dir>/{SFT_DIRNAME}) holding "
+                           f"{FILENAME}, got {str(path)!r}"])
+    payload = torch.load(folder / FILENAME, map_location="cpu", weights_only=True)
+    changed = [f"model.{k}" for k in differing_keys(payload["config"]["model"], config["model"]) if k not in SFT_COMPUTE_KEYS]
+    if changed:
+        raise ConfigError([f"sft.from_checkpoint: the config's model differs from the checkpoint's in {', '.join(changed)} "
+                           f"(only model.{', model.'.join(SFT_COMPUTE_KEYS)} may differ)"])
+    return {**payload, "tokenizer": folder / "tokenizer"}

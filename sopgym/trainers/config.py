@@ -36,6 +36,7 @@ FLASH_ATTENTION = ("flash_varlen", "torch_varlen")
 SYSTEM_TURNS = ("keep", "drop")
 """Must equal ``episodes.SYSTEM_TURNS`` (tested)."""
 DTYPES = ("float32", "bfloat16", "float16", "float64")
+DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 WORKER_BACKENDS = ("inprocess", "ray")
 """Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""
 BEHAVIOUR_LOGP = ("trainer", "sampler")
@@ -233,7 +234,16 @@ class ModelConfig(_Section):
     with 1 KV head of 4 ran ~7x slower in our demo than with 4, so the demo keeps them equal."""
     scratch_intermediate_size: int = _spec(128, ge=1, le=1 << 20)
     dtype: str = _spec("float32", choices=DTYPES)
-    """Parameter dtype. bfloat16 halves memory on GPU; CPU runs and exactness tests want float32."""
+    """Compute dtype: what the forward and backward passes (matmuls, attention) and the sampler run in.
+    bfloat16 halves activation memory and runs the flash kernels on GPU; CPU runs and exactness tests
+    want float32. The parameters, their gradients and AdamW's state are kept in ``master_dtype``."""
+    master_dtype: str | None = _spec(None, choices=DTYPES)
+    """Dtype of the parameters, their gradients and the optimiser's state (the master weights). null:
+    float32 under bfloat16 compute (mixed precision: autocast in one process, FSDP2's
+    ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` under torchrun), else ``dtype``.
+    ``bfloat16`` keeps pure bf16 weights: half the memory of the masters, but an update smaller than
+    half a weight's bf16 spacing is lost (at lr 1e-6 one AdamW step changes about 2% of std-0.02 weights
+    and no norm gain: benchmarks/master_weights.py)."""
     attention: str = _spec("auto", choices=ATTENTION)
     """``auto``: on CUDA with bf16/fp16 weights flash-attention varlen when ``flash_attn`` imports, else
     PyTorch's own flash varlen kernel (``torch_varlen``); otherwise (CPU, fp32) ``sdpa_varlen``, which
@@ -266,7 +276,22 @@ class ModelConfig(_Section):
             )
         if self.attention in FLASH_ATTENTION and self.dtype not in ("bfloat16", "float16"):
             out.append(f"model.attention: {self.attention!r} runs flash kernels, which need model.dtype bfloat16 or float16, got {self.dtype!r}")
+        master = self.resolved_master_dtype
+        if master != self.dtype and DTYPE_BITS[master] <= DTYPE_BITS[self.dtype]:
+            out.append(f"model.master_dtype: expected model.dtype ({self.dtype}) or a wider float, got {master}")
+        elif self.dtype == "float16" and master != "float16":
+            out.append(
+                f"model.master_dtype: float16 compute over {master} master weights needs loss scaling, which the trainer "
+                "does not do: use model.dtype bfloat16 (same memory, float32's range), or master_dtype float16"
+            )
         return out
+
+    @property
+    def resolved_master_dtype(self) -> str:
+        """``master_dtype``, or its default: float32 under bfloat16 compute, else ``dtype``."""
+        if self.master_dtype is not None:
+            return self.master_dtype
+        return "float32" if self.dtype == "bfloat16" else self.dtype
 
 
 @dataclass
@@ -519,6 +544,13 @@ class SFTConfig(_Section):
     only_successful: bool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
+    from_checkpoint: str | None = _spec(None, nonempty=True)
+    """Start RL from an earlier run's SFT-only checkpoint (the folder ``<run_dir>/sft`` every run with
+    SFT writes when SFT ends) instead of running SFT: its weights, tokenizer and random state, so that
+    RL recipes compare from the same start (with the same RL settings the run repeats the earlier
+    one's RL exactly). The ``model`` section must be the checkpoint's, except the keys of how it
+    computes (attention, dtype, master_dtype, gradient_checkpointing); the other ``sft`` keys are not
+    used (the checkpoint's config records how it was trained)."""
 
     def _combinations(self) -> list[str]:
         problems = []
@@ -780,6 +812,8 @@ def runtime_problems(cfg: TrainConfig, check_env_ids: bool = True) -> list[str]:
         value = getattr(cfg.model, name)
         if value and value != "bpe" and _looks_local(value) and not Path(value).exists():
             out.append(f"model.{name}: {value!r} looks like a local path but does not exist")
+    if cfg.sft.from_checkpoint is not None and not Path(cfg.sft.from_checkpoint).is_dir():
+        out.append(f"sft.from_checkpoint: expected an SFT checkpoint folder (<run_dir>/sft), {cfg.sft.from_checkpoint!r} is none")
     if cfg.model.attention in FLASH_ATTENTION:
         from . import attention
         from .modeling import DTYPES as TORCH_DTYPES

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from . import packing
-from .modeling import LogProbModel, causal_lm
+from .modeling import LogProbModel, Precision, causal_lm
 
 
 def world_size_from_environment() -> int:
@@ -185,9 +185,14 @@ class DataParallel:
         return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
     # ---- the model ------------------------------------------------------------------------------------
-    def wrap(self, lm) -> LogProbModel:
+    def wrap(self, lm, precision: Precision | None = None) -> LogProbModel:
         """The trained module around the causal LM ``lm``: FSDP2-sharded per transformer block and at
         the root when distributed, plain otherwise.
+
+        Mixed ``precision`` (parameters in ``master``, compute in ``compute``): in one process the
+        module's forward runs under autocast; distributed, FSDP2's ``MixedPrecisionPolicy`` gathers the
+        parameters cast to ``compute`` and reduce-scatters the gradients in ``master``, so the shards,
+        their gradients and the optimiser's state stay in ``master``.
 
         Gradients are summed over ranks, not averaged (the loss weights already hold the global
         counts), with SUM-only collectives (gloo has no pre-multiplied sum). A parameter that a rank's
@@ -197,16 +202,20 @@ class DataParallel:
         Raises:
             ValueError: the model names no transformer block class in ``_no_split_modules``.
         """
-        model = LogProbModel(lm)
+        precision = precision or Precision()
         if not self.enabled:
-            return model
-        from torch.distributed.fsdp import fully_shard
+            return LogProbModel(lm, precision.autocast_dtype)
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+        model = LogProbModel(lm)
+        policy = MixedPrecisionPolicy()  # no casts: the fp32 path stays bit-identical to one process
+        if precision.mixed:
+            policy = MixedPrecisionPolicy(param_dtype=precision.compute, reduce_dtype=precision.master)
         blocks = transformer_blocks(lm)
         for i, block in enumerate(blocks):
             # The last block's parameters are needed again at once by the backward: keep them gathered.
-            fully_shard(block, reshard_after_forward=i < len(blocks) - 1)
-        fully_shard(model)
+            fully_shard(block, reshard_after_forward=i < len(blocks) - 1, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
         for module in model.modules():
             if hasattr(module, "set_gradient_divide_factor") and hasattr(module, "set_force_sum_reduction_for_comms"):
                 module.set_gradient_divide_factor(1.0)

@@ -149,6 +149,10 @@ class Episode:
     messages: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] | None = None
     reward: float = 0.0
+    """The return: every step's reward summed, shaping included."""
+    shaping: float = 0.0
+    """The part of ``reward`` that is shaping: every step's ``shaping/*`` reward components summed (the
+    invalid-reply penalty, the turn cost; see sopgym/envs/reward.py)."""
     reward_components: dict[str, float] = field(default_factory=dict)
     success: bool = False
     status: str = "OK"
@@ -169,6 +173,13 @@ class Episode:
     @property
     def num_policy_tokens(self) -> int:
         return sum(self.loss_mask)
+
+    @property
+    def outcome(self) -> float:
+        """The task's own reward, without shaping (``reward - shaping``): with ``reward: binary`` the
+        evaluator's task success. Group advantages divide by its spread and the zero-variance filter
+        reads it (rollout_metrics.assign_advantages), so a shaping penalty keeps its own scale."""
+        return self.reward - self.shaping
 
 
 class EpisodeBuilder:

@@ -46,7 +46,7 @@ from .alarms import Alarms
 from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
 from .distributed import DataParallel, device_for_rank, world_size_from_environment
 from .episodes import template_overhead
-from .modeling import DTYPES, load_model, load_tokenizer, resolve_device
+from .modeling import Precision, load_model, load_tokenizer, resolve_device
 from .optimise import StepSettings, rl_update, sft_settings, step_settings
 from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
@@ -314,7 +314,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         raise ConfigError(problems)
     run.dp = dp = DataParallel.from_environment(run.device, cfg.distributed.timeout_s)
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    run.backend = attention.select_backend(cfg.model.attention, run.device, DTYPES[cfg.model.dtype])
+    precision = Precision.from_config(cfg.model)
+    run.backend = attention.select_backend(cfg.model.attention, run.device, precision.compute)
     run.generator = _seed_everything(cfg.seed)
     ckpt = checkpoint.load_meta(run.run_dir, dp.world_size) if resume else None
     changed = checkpoint.config_changes(ckpt["config"], config_to_dict(cfg)) if ckpt else []
@@ -323,6 +324,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             f"resume: the config differs from the checkpoint's in {', '.join(changed)} (only {', '.join(RUN_LENGTH_KEYS)} "
             f"may change); pass --allow-config-change to resume anyway, or use another run_dir"
         ])
+    # An earlier run's SFT-only checkpoint replaces SFT (and the demonstrations): sft.from_checkpoint
+    warm = checkpoint.load_sft(cfg.sft.from_checkpoint, config_to_dict(cfg)) if ckpt is None and cfg.sft.from_checkpoint else None
     env_kwargs = {
         "max_turns": cfg.env.max_turns, "max_context": cfg.env.max_context,
         "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs,
@@ -334,14 +337,15 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     trajectories: list[dict[str, Any]] = []
     if dp.is_main:
         need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
-        if ckpt is None and (cfg.sft.num_episodes > 0 or need_texts):
+        if ckpt is None and warm is None and (cfg.sft.num_episodes > 0 or need_texts):
             specs = demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes)
             demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
             try:
                 trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
             finally:
                 demo_pool.close()
-        run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None)
+        run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None,
+                                       saved=warm["tokenizer"] if warm else None)
     run.tokenizer = dp.broadcast(run.tokenizer)
 
     # ---- the envs (rank 0), budgeted in the tokenizer's tokens; rows must hold their longest episode ----
@@ -360,17 +364,17 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
 
     # ---- model (sharded under torchrun), reference model, rollout engine, tracking ----
     lm = load_model(cfg.model, run.tokenizer, run.backend, run.device, seed=cfg.seed)
+    if warm is not None:
+        lm.load_state_dict(warm["model"])
     ref_lm = copy.deepcopy(lm).eval() if cfg.algo.kl_coef > 0 else None
     if dp.is_main:
         # Under torchrun the engine samples from a full copy of the weights: the learner's are shards.
-        # (A Ray engine serialises lm at once, before it is sharded: no copy needed.)
-        sampler_lm = copy.deepcopy(lm) if dp.enabled and (make_sampler is not None or cfg.rollout.engine.backend == "inprocess") else lm
-        run.policy = build_engine(cfg, sampler_lm, run.tokenizer, make_sampler)
-    run.lm, run.model = lm, dp.wrap(lm)
+        run.policy = build_engine(cfg, lm, run.tokenizer, make_sampler, shared=not dp.enabled)
+    run.lm, run.model = lm, dp.wrap(lm, precision)
     if ref_lm is not None:
         for p in ref_lm.parameters():
             p.requires_grad_(False)
-        run.ref_model = dp.wrap(ref_lm)
+        run.ref_model = dp.wrap(ref_lm, precision)
     run.settings = step_settings(cfg)
     run.tracker = Tracker(
         run.run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
@@ -389,7 +393,7 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
 
     # ---- supervised warm start (demonstrations selected on rank 0, the steps split over the ranks) ----
-    if ckpt is None and cfg.sft.num_episodes > 0:
+    if ckpt is None and warm is None and cfg.sft.num_episodes > 0:
         sft_episodes = short_episodes = None
         if dp.is_main:
             sft_episodes, demo_stats = select_demonstrations(
@@ -413,6 +417,12 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             with torch.no_grad():
                 for p, q in zip(run.model.parameters(), run.ref_model.parameters()):
                     q.copy_(p)
+        save_sft_checkpoint(run)
+    if warm is not None:  # where SFT ended in the run that wrote the checkpoint
+        checkpoint.restore_rng(warm["rng"], run.generator)
+        run.result.demonstrations = dict(warm["demonstrations"])
+        run.tracker.log_eval(run.result.demonstrations, 0)
+        run.tracker.set_tag("warm_start/sft_checkpoint", str(cfg.sft.from_checkpoint))
 
     # ---- optimiser; then the checkpoint's state, or the evaluation before RL ----
     run.optimizer = torch.optim.AdamW(
@@ -451,18 +461,29 @@ def _apply_optimiser_config(run: Run) -> None:
                      betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
 
 
-def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None) -> RolloutEngine:
+def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: bool = True) -> RolloutEngine:
     """The rollout engine sampling from ``lm``: ``make_sampler(lm, tokenizer)`` when given, else by
     ``rollout.engine.backend``: ``HFPolicy`` in this process, or ``RayRolloutEngine`` (a Ray actor with its
-    own copy of ``lm``)."""
+    own copy of ``lm``).
+
+    The sampler computes as the trainer does (``model.dtype``, ``modeling.Precision``): ``HFPolicy`` on
+    the trained model itself (``shared``: one process) generates under the trainer's autocast; an
+    engine with weights of its own (a Ray actor, or rank 0's full copy under torchrun when not
+    ``shared``) holds them in the compute dtype, as FSDP2's mixed precision gathers the learner's.
+    ``make_sampler`` gets the master weights (a copy of them when not ``shared``).
+    """
+    precision = Precision.from_config(cfg.model)
     if make_sampler is not None:
-        return make_sampler(lm, tokenizer)
+        return make_sampler(lm if shared else copy.deepcopy(lm), tokenizer)
     engine = cfg.rollout.engine
-    if engine.backend == "ray":
+    if engine.backend == "ray":  # serialised at once: the actor's copy
         from .policy.ray_engine import RayRolloutEngine
 
-        return RayRolloutEngine(lm, tokenizer, num_gpus=engine.num_gpus, num_cpus=engine.num_cpus, address=engine.address)
-    return HFPolicy(lm, tokenizer)
+        own = copy.deepcopy(lm).to(precision.compute) if precision.mixed else lm
+        return RayRolloutEngine(own, tokenizer, num_gpus=engine.num_gpus, num_cpus=engine.num_cpus, address=engine.address)
+    if shared:
+        return HFPolicy(lm, tokenizer, autocast_dtype=precision.autocast_dtype)
+    return HFPolicy(copy.deepcopy(lm).to(precision.compute), tokenizer)
 
 
 def sync_weights(run: Run) -> None:
@@ -616,6 +637,16 @@ def evaluate(run: Run, step: int) -> dict[str, float]:
     val.update(run.alarms.after_evaluation(step, run.history, run.val_curve))
     run.tracker.log_eval(val, step)
     return val
+
+
+def save_sft_checkpoint(run: Run) -> None:
+    """The SFT-only checkpoint ``<run_dir>/sft/`` (``checkpoint.save_sft``), at the end of SFT; every
+    rank calls it (the full state dict is gathered from the shards onto rank 0, which writes it)."""
+    state = run.dp.full_state_dict(run.model)
+    if run.dp.is_main:
+        path = checkpoint.save_sft(run.run_dir, model_state=state, tokenizer=run.tokenizer, generator=run.generator,
+                                   config=config_to_dict(run.cfg), demonstrations=run.result.demonstrations)
+        log.info("SFT-only checkpoint %s", path)
 
 
 def save_checkpoint(run: Run) -> None:

@@ -5,6 +5,7 @@ Shape legend: B = rows, T = tokens per row, V = vocabulary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -16,20 +17,56 @@ from .packing import PackedBatch
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
 
+@dataclass(frozen=True)
+class Precision:
+    """How the trained model computes: parameters, their gradients and the optimiser's state in
+    ``master``; forward and backward passes in ``compute``.
+
+    When they differ (mixed precision: float32 masters, bfloat16 compute), one process runs every
+    forward of the trainer (``LogProbModel``) and of its sampler (``HFPolicy``) under
+    ``torch.autocast(compute)``; a data-parallel learner casts the gathered parameters to ``compute``
+    with FSDP2's ``MixedPrecisionPolicy`` and reduces gradients in ``master`` (distributed.py). Either
+    way the optimiser steps float32 weights, so an update far below bfloat16's spacing still lands.
+    """
+
+    master: torch.dtype = torch.float32
+    compute: torch.dtype = torch.float32
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig) -> Precision:
+        return cls(master=DTYPES[cfg.resolved_master_dtype], compute=DTYPES[cfg.dtype])
+
+    @property
+    def mixed(self) -> bool:
+        return self.master != self.compute
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype to autocast to in one process (None: parameters already compute in ``compute``)."""
+        return self.compute if self.mixed else None
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
 
 
-def load_tokenizer(cfg: ModelConfig, run_dir: str | Path | None = None, texts: list[str] | None = None):
+def load_tokenizer(cfg: ModelConfig, run_dir: str | Path | None = None, texts: list[str] | None = None,
+                   saved: str | Path | None = None):
     """The tokenizer: from ``cfg.tokenizer`` / ``cfg.name_or_path``, or a BPE trained on ``texts``.
 
     A trained BPE is saved to ``<run_dir>/tokenizer`` and reloaded from there on resume, so a resumed
-    run sees the identical vocabulary.
+    run sees the identical vocabulary. ``saved``: the tokenizer folder of an SFT checkpoint, loaded
+    instead (a BPE is saved to ``<run_dir>/tokenizer`` too).
     """
     from transformers import AutoTokenizer
 
+    if saved is not None:
+        tok = AutoTokenizer.from_pretrained(str(saved))
+        if cfg.tokenizer == "bpe" and run_dir is not None:
+            tok.save_pretrained(str(Path(run_dir) / "tokenizer"))
+        return tok
     if cfg.tokenizer == "bpe":
         from .tokenizer import build_bpe_tokenizer
 
@@ -51,11 +88,12 @@ def load_tokenizer(cfg: ModelConfig, run_dir: str | Path | None = None, texts: l
 def load_model(cfg: ModelConfig, tokenizer, backend: str, device: torch.device, seed: int = 0):
     """``AutoModelForCausalLM.from_pretrained`` for ``name_or_path``, else a small Llama from scratch.
 
-    The attention implementation follows ``backend`` (see attention.py).
+    Its parameters are in the master dtype (``Precision.from_config(cfg).master``). The attention
+    implementation follows ``backend`` (see attention.py).
     """
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-    dtype = DTYPES[cfg.dtype]
+    dtype = Precision.from_config(cfg).master
     impl = attention.HF_IMPLEMENTATION[backend]
     if cfg.name_or_path:
         model = AutoModelForCausalLM.from_pretrained(cfg.name_or_path, dtype=dtype, attn_implementation=impl)
@@ -148,11 +186,15 @@ class LogProbModel(torch.nn.Module):
 
     Args:
         lm: a Hugging Face causal LM (``AutoModelForCausalLM``), kept as ``self.lm``.
+        autocast_dtype: run the forward (and so its backward) under ``torch.autocast`` to this dtype
+            (``Precision.autocast_dtype``: bfloat16 compute over float32 parameters in one process);
+            None: in the parameters' dtype (FSDP2 casts them itself under torchrun).
     """
 
-    def __init__(self, lm):
+    def __init__(self, lm, autocast_dtype: torch.dtype | None = None):
         super().__init__()
         self.lm = lm
+        self.autocast_dtype = autocast_dtype
 
     def forward(
         self,
@@ -165,6 +207,11 @@ class LogProbModel(torch.nn.Module):
         chunk_elements: int = LOGIT_CHUNK_ELEMENTS,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """See ``token_logprobs``."""
+        device = next(self.lm.parameters()).device
+        with torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            return self._forward(batch, backend, temperature, with_entropy, select_BT, entropy_select_BT, chunk_elements)
+
+    def _forward(self, batch, backend, temperature, with_entropy, select_BT, entropy_select_BT, chunk_elements):
         lm = self.lm
         param = next(lm.parameters())
         device, dtype = param.device, param.dtype

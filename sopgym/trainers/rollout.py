@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from sopgym.envs.reward import SHAPING_PREFIX
 from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
 from sopgym.status import TOOL_FAILURE_VALUES
 
@@ -50,6 +51,11 @@ def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] 
         return gymnasium.make(env_id, **kwargs)
 
     return make
+
+
+def shaping_reward(info: dict[str, Any]) -> float:
+    """The shaping part of a step's reward: its ``shaping/*`` reward components, summed."""
+    return sum(float(v) for k, v in (info.get("reward_components") or {}).items() if k.startswith(SHAPING_PREFIX))
 
 
 def finish_episode(ep: Episode, result: EpisodeResult) -> None:
@@ -123,6 +129,7 @@ class TokenAgent:
 
     def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:
         ep, builder = self._running[slot]
+        ep.shaping += shaping_reward(info)
         if result is None:
             builder.add_env_messages(turn.new_messages)
             return

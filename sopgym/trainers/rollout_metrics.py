@@ -18,7 +18,11 @@ def assign_advantages(
     """Set ``ep.advantage`` per group; returns the episodes to train on and zero-variance statistics.
 
     Infrastructure failures are excluded from their group before the baseline is computed and never
-    trained on. With ``filter_zero_variance``, groups whose rewards are all equal are dropped.
+    trained on. The zero-variance signal is the task's outcome (``Episode.outcome``: the reward without
+    its shaping): with ``filter_zero_variance``, groups whose outcomes are all equal are dropped (a group
+    that varies only through an invalid-reply penalty teaches nothing about the task), and
+    ``rollout/zero_variance_group_fraction`` counts them. In a group with shaping, GRPO divides by the
+    outcomes' std (``advantages.grpo``); ``component_norm`` normalises every component itself instead.
     """
     groups: dict[int, list[Episode]] = defaultdict(list)
     for ep in episodes:
@@ -30,7 +34,9 @@ def assign_advantages(
     zero_by_component: Counter[str] = Counter()
     for members in groups.values():
         rewards_G = torch.tensor([ep.reward for ep in members], dtype=torch.float64)
-        is_zero = zero_variance(rewards_G)
+        shaped = any(ep.shaping for ep in members)
+        outcome_G = torch.tensor([ep.outcome for ep in members], dtype=torch.float64) if shaped else rewards_G
+        is_zero = zero_variance(outcome_G)
         num_zero += int(is_zero)
         for name in component_names:
             values_G = torch.tensor([ep.reward_components.get(name, 0.0) for ep in members], dtype=torch.float64)
@@ -39,8 +45,8 @@ def assign_advantages(
             comps_GC = torch.tensor(
                 [[ep.reward_components.get(n, 0.0) for n in component_names] for ep in members], dtype=torch.float64
             )
-            rewards_G = normalise_components(comps_GC)
-        adv_G = ADVANTAGES[estimator](rewards_G, k=passk_k)
+            rewards_G, shaped = normalise_components(comps_GC), False  # every component on its own scale already
+        adv_G = ADVANTAGES[estimator](rewards_G, k=passk_k, outcome_G=outcome_G if shaped else None)
         for ep, a in zip(members, adv_G.tolist()):
             ep.advantage = float(a)
         if not (filter_zero_variance and is_zero):

@@ -74,3 +74,15 @@ def fake_env_config(tok_dir: str, run_dir, *overrides: str):
         f"run_dir={run_dir}", "device=cpu", *overrides,
     ])
 
+
+
+def load_benchmark(name: str):
+    """The module of ``benchmarks/<name>.py`` (benchmarks are scripts, not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

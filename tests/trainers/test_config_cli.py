@@ -1,6 +1,7 @@
 """Config validation (every field's type and range, one line per problem, exit code 2, before anything
 runs), YAML + overrides, the shipped configs, and the config's names against the registries."""
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,11 @@ BAD = [
     ("rollout.max_new_tokens=5000", "rollout.max_new_tokens: expected <= env.max_context"),
     ("algo.loss=rloo", "algo.aggregation: loss 'rloo' is a sequence-level objective"),
     ("model.attention=flash_varlen", "which need model.dtype bfloat16 or float16"),
+    ("model.master_dtype=bfloat16", "model.master_dtype: expected model.dtype (float32) or a wider float, got bfloat16"),
+    ("model.dtype=bfloat16 model.master_dtype=float16", "model.master_dtype: expected model.dtype (bfloat16) or a wider float"),
+    ("model.dtype=float16 model.master_dtype=float32", "model.master_dtype: float16 compute over float32 master weights needs loss scaling"),
+    ("model.master_dtype=double", "model.master_dtype: expected one of float32, bfloat16, float16, float64, got 'double'"),
+    ("sft.from_checkpoint=./no/such/sft", "sft.from_checkpoint: expected an SFT checkpoint folder (<run_dir>/sft), './no/such/sft' is none"),
     ("algo.is_correction=truncate algo.behaviour_logp=sampler", "algo.is_correction: 'truncate' corrects sampler vs trainer"),
     ("sft.num_episodes=0 sft.short_context_steps=5", "sft.short_context_steps: 5 steps need demonstrations, got sft.num_episodes 0"),
     ("sft.num_episodes=0 sft.copy_steps=5", "sft.copy_steps: 5 steps of copy pretraining come before SFT on demonstrations"),
@@ -168,3 +174,13 @@ def test_step_settings_come_from_the_config_in_one_place():
     assert (s.row_tokens, s.rows_per_micro_batch, s.grad_clip, s.context_loss_weight) == (9000, 3, 0.5, 0.0)
     sft = sft_settings(cfg)
     assert (sft.loss, sft.temperature, sft.aggregation, sft.context_loss_weight) == ("sft", 1.0, "token", 0.5)
+
+
+def test_bf16_compute_keeps_fp32_master_weights_and_accepts_the_flash_path():
+    cfg = config_from_dict(apply_overrides(copy.deepcopy(BASE), ["model.dtype=bfloat16", "model.attention=flash_varlen"]))
+    assert cfg.model.resolved_master_dtype == "float32"
+    pure = config_from_dict(apply_overrides(copy.deepcopy(BASE), ["model.dtype=bfloat16", "model.master_dtype=bfloat16"]))
+    assert pure.model.resolved_master_dtype == "bfloat16"
+    assert config_from_dict(copy.deepcopy(BASE)).model.resolved_master_dtype == "float32"
+    for path in CONFIGS:  # every shipped config trains fp32 masters (its precision is documented in it)
+        assert load_config(path).model.resolved_master_dtype == "float32", path.name

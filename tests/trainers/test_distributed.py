@@ -173,3 +173,30 @@ def test_resume_refuses_another_number_of_processes(config_file, two_ranks, tmp_
     shutil.copytree(two_ranks["meta"]["config"]["run_dir"], tmp_path / "run", dirs_exist_ok=True)
     with pytest.raises(ConfigError, match="written by 2 process"):
         train(load_config(config_file, [f"run_dir={tmp_path / 'run'}"]), make_oracle=fake_env.FakeOracle)
+
+
+def test_two_ranks_in_mixed_precision_keep_fp32_masters_and_move_every_parameter(config_file, tmp_path):
+    """bf16 compute under torchrun (FSDP2's ``MixedPrecisionPolicy(param_dtype=bfloat16,
+    reduce_dtype=float32)``, the KL reference included): after one RL step at lr 1e-6 the sharded
+    checkpoint holds fp32 weights and AdamW state and every parameter tensor moved by about lr (bf16
+    weights would keep no norm-gain update at that rate); rank 0's bf16 sampler computes what the
+    trainer's forward does."""
+    overrides = ("model.dtype=bfloat16", "optim.lr=1e-6", "sft.num_episodes=0", "steps=1")
+    dtypes = tmp_path / "dtypes"
+    dtypes.mkdir()
+    done = torchrun(config_file, tmp_path, *overrides, env={"SOPGYM_TEST_COMPUTE_DTYPES": str(dtypes)})
+    assert done.returncode == 0, done.stderr[-6000:]
+    for rank in (0, 1):  # the forward ran in bf16 on both ranks (FSDP2 gathered bf16 parameters)
+        assert (dtypes / f"rank{rank}.txt").read_text().split() == ["torch.bfloat16"]
+    state = sharded_state(tmp_path)
+    cfg = load_config(config_file, [f"run_dir={tmp_path}", *overrides])
+    initial = load_model(cfg.model, load_tokenizer(cfg.model), "sdpa_varlen", torch.device("cpu"), seed=cfg.seed).state_dict()
+    assert sorted(state["model"]) == sorted(initial)
+    for name, value in state["model"].items():
+        assert value.dtype == torch.float32, name
+        moved = (value.double() - initial[name].double()).abs()
+        assert float((moved >= 0.25e-6).double().mean()) > 0.25, f"{name} barely moved"
+    moments = [v for s in state["optimizer"]["state"].values() for k, v in s.items() if torch.is_tensor(v) and v.numel() > 1]
+    assert moments and all(v.dtype == torch.float32 for v in moments)
+    (row,) = state["meta"]["history"]
+    assert row["train/trained_episodes"] > 0 and row["mismatch/logp_abs_diff_max"] < 1e-2, row

@@ -173,3 +173,36 @@ def test_train_command_exits_2_on_a_changed_config(tmp_path, tok_dir, capsys):
     assert main(["--config", str(config), *base]) == 0
     assert main(["--config", str(config), *base, "optim.lr=0.5"]) == 2
     assert "optim.lr" in capsys.readouterr().err
+
+
+def _never():
+    raise AssertionError("a run starting from an SFT checkpoint collected demonstrations")
+
+
+def test_sft_writes_an_sft_only_checkpoint_and_a_run_starting_from_it_repeats_the_rl_exactly(tmp_path, tok_dir):
+    """SFT ends with ``<run_dir>/sft/`` (before any RL step); a run with ``sft.from_checkpoint`` skips SFT
+    and, with the same RL settings, repeats the first run's RL: same evaluation before RL, same steps,
+    same weights."""
+    rl = ("steps=2", "sft.num_episodes=4", "sft.batch_episodes=2", "algo.kl_coef=0.01", "eval_num_tasks=2")
+    first = train(_cfg(tmp_path / "a", tok_dir, *rl), make_env=_env(), make_oracle=fake_env.FakeOracle)
+    folder = tmp_path / "a" / "sft"
+    saved = torch.load(folder / "checkpoint.pt", weights_only=True)
+    end = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    assert all(torch.equal(saved["model"][k], end["ref_model"][k]) for k in saved["model"])  # the start of RL
+    assert any(not torch.equal(saved["model"][k], end["model"][k]) for k in saved["model"])  # RL moved on from it
+    assert (folder / "tokenizer" / "tokenizer.json").exists()
+    again = train(_cfg(tmp_path / "b", tok_dir, *rl, f"sft.from_checkpoint={folder}"), make_env=_env(), make_oracle=_never)
+    assert again.val_before == first.val_before and again.demonstrations == first.demonstrations
+    strip = lambda h: {k: v for k, v in h.items() if not k.startswith(TIMING)}  # noqa: E731
+    assert [strip(h) for h in again.history] == [strip(h) for h in first.history]
+    sa, sb = first.model.state_dict(), again.model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_starting_from_an_sft_checkpoint_of_another_model_is_refused(tmp_path, tok_dir):
+    from sopgym.trainers.config import ConfigError
+
+    train(_cfg(tmp_path / "a", tok_dir, "steps=0", "sft.num_episodes=2"), make_env=_env(), make_oracle=fake_env.FakeOracle)
+    other = _cfg(tmp_path / "b", tok_dir, "steps=1", "model.scratch_hidden_size=64", f"sft.from_checkpoint={tmp_path / 'a' / 'sft'}")
+    with pytest.raises(ConfigError, match=r"model differs from the checkpoint's in model.scratch_hidden_size"):
+        train(other, make_env=_env())

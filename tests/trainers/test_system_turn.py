@@ -76,14 +76,9 @@ def test_demonstrations_are_shown_as_the_rollouts_are():
 
 def test_system_turn_benchmark_runs_and_prints_its_ratios(capsys):
     """benchmarks/system_turn.py --quick: every figure printed against its baseline (no speed asserted)."""
-    import importlib.util
-    from pathlib import Path
+    from .helpers import load_benchmark
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "system_turn.py"
-    spec = importlib.util.spec_from_file_location("system_turn_benchmark", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    bench.main(["--quick"])
+    load_benchmark("system_turn").main(["--quick"])
     out = capsys.readouterr().out
     assert "tokens per episode: keep" in out and "the system turn is" in out, out
     assert out.count("(baseline)") == 3 and out.count("x faster)") == 2, out

@@ -93,6 +93,9 @@ class HFPolicy:
         static_cache: pre-allocate the KV cache (falls back to the dynamic cache where unsupported).
         bucket_by_length: generate each group of equal-length prompts as its own batch (no padding).
             None: on CPU only.
+        autocast_dtype: generate under ``torch.autocast`` to this dtype: the trainer's own model in
+            one process, float32 master weights computing in bfloat16 as the trainer's forward does
+            (``modeling.Precision``). None: in the parameters' dtype.
     """
 
     def __init__(
@@ -102,8 +105,10 @@ class HFPolicy:
         stop_ids: list[int] | None = None,
         static_cache: bool = True,
         bucket_by_length: bool | None = None,
+        autocast_dtype: torch.dtype | None = None,
     ):
         self.model = model
+        self.autocast_dtype = autocast_dtype
         self.tok = tokenizer
         self.stop_ids = set(end_of_turn_ids(tokenizer, model)) | set(stop_ids or [])
         self.static_cache = static_cache
@@ -230,12 +235,21 @@ class HFPolicy:
         num_B = len(prompts)
         if num_B == 0:
             return []
-        width_P = max(len(p) for p in prompts)
         num_N = max(max_new_tokens)
         if num_N <= 0:
             return [Sample([], [], hit_cap=True) for _ in prompts]
         was_training = self.model.training
         self.model.eval()
+        try:
+            with torch.autocast(device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                return self._generate_eval(prompts, max_new_tokens, temperature, top_p, generator, device)
+        finally:
+            if was_training:
+                self.model.train()
+
+    def _generate_eval(self, prompts, max_new_tokens, temperature, top_p, generator, device) -> list[Sample]:
+        num_B = len(prompts)
+        num_N = max(max_new_tokens)
         # Row layout: [shared prefix (C)][left padding][suffix], the suffixes right-aligned.
         num_C = common_prefix_length(prompts) if self.share_prefix else 0
         if num_C < SHARED_PREFIX_MIN:
@@ -299,8 +313,6 @@ class HFPolicy:
             step_pos_BP = step_pos_BP[:, -1:] + 1
             cache_pos_P = cache_pos_P[-1:] + 1
             attn_BL[:, width] = 1
-        if was_training:
-            self.model.train()
         ids, logps = ids_BN.tolist(), logp_BN.tolist()
         lengths, stopped = num_new_B.tolist(), stopped_B.tolist()
         return [Sample(ids[b][: lengths[b]], logps[b][: lengths[b]], hit_cap=not stopped[b]) for b in range(num_B)]

@@ -231,7 +231,9 @@ def test_lazy_modules_are_not_imported_for_other_commands():
             "print([m for m in ('sopgym.sandboxes.docker', 'sopgym.trainers.config', 'sopgym.sopbench', 'sopgym.evaluation.report', "
             "'sopgym.authoring.quality', 'sopgym.integrations.openenv_server') "
             "if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # Without SOPBENCH_DIR (CI sets it): a registered SOP-Bench checkout loads the adapter at import by request.
+    env = {k: v for k, v in os.environ.items() if k != "SOPBENCH_DIR"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == "[]"
 

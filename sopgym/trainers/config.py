@@ -1,11 +1,18 @@
 """Typed training configuration: nested dataclasses, loaded from YAML with ``key.sub=value`` overrides.
 
-Every field documents the trade-off it controls. Every field's type and range is checked when a
-section is built (the ranges sit next to the fields, in ``field(metadata=...)``), and combinations
-across sections when the whole config is built; all problems are collected and raised together as
-a ``ConfigError`` (a ``ValueError``), one line each, so a bad config fails before anything is built.
-``runtime_problems`` adds the checks that depend on the machine (device, registered env ids, local
-model paths); the command line prints both and exits with code 2.
+Every field documents the trade-off it controls. The sections are pydantic dataclasses: each field's
+type and range are declared in its annotation and default (``StrictInt``, ``Number``, ``Literal``
+choices, ``Field(ge=..., le=...)``) and checked by pydantic when a section is built, every field of
+every section in one pass; each section's ``_combinations`` then checks its fields against each
+other, and ``TrainConfig``'s checks combinations across sections. ``config_from_dict`` turns every
+problem into one line that names the field by its dotted name and says what was expected and what
+was given, and raises them together as a ``ConfigError`` (a ``ValueError``), so a bad config fails
+before anything is built. ``runtime_problems`` adds the checks that depend on the machine (device,
+registered env ids, local paths); the command line prints both and exits with code 2.
+
+Why pydantic (docs/architecture.md): it validates typed dataclasses field by field and reports every
+error of a nested structure at once with its location, which is what the config needs; the messages
+are ours (``_describe``), written from pydantic's error types and the fields' own declarations.
 
 Example:
     >>> cfg = load_config("configs/demo-cpu.yaml", ["rollout.group_size=4", "steps=10"])
@@ -17,32 +24,56 @@ import dataclasses
 import difflib
 import math
 import re
-from dataclasses import dataclass, field
+import typing
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-ADVANTAGES = ("grpo", "dr_grpo", "rloo", "passk")
+import annotated_types
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
+from pydantic_core import PydanticCustomError
+
+Advantage = Literal["grpo", "dr_grpo", "rloo", "passk"]
+ADVANTAGES = typing.get_args(Advantage)
 """Must equal the keys of ``advantages.ADVANTAGES`` (tested)."""
-LOSSES = ("ppo_clip", "cispo", "is_reinforce", "rloo")
+Loss = Literal["ppo_clip", "cispo", "is_reinforce", "rloo"]
+LOSSES = typing.get_args(Loss)
 """Must equal the keys of ``losses.LOSSES`` (tested)."""
 SEQUENCE_LOSSES = ("rloo",)
-AGGREGATIONS = ("token", "sequence", "fixed_length")
+Aggregation = Literal["token", "sequence", "fixed_length"]
+AGGREGATIONS = typing.get_args(Aggregation)
 """Must equal ``losses.AGGREGATIONS`` (tested)."""
-KL_ESTIMATORS = ("k1", "k2", "k3")
+KLEstimator = Literal["k1", "k2", "k3"]
+KL_ESTIMATORS = typing.get_args(KLEstimator)
 """Must equal the keys of ``losses.KL_ESTIMATORS`` (tested)."""
-ATTENTION = ("auto", "flash_varlen", "torch_varlen", "sdpa_varlen", "sdpa", "eager")
+Attention = Literal["auto", "flash_varlen", "torch_varlen", "sdpa_varlen", "sdpa", "eager"]
+ATTENTION = typing.get_args(Attention)
 """``auto`` plus ``attention.BACKENDS`` (tested)."""
 FLASH_ATTENTION = ("flash_varlen", "torch_varlen")
-SYSTEM_TURNS = ("keep", "drop")
+SystemTurn = Literal["keep", "drop"]
+SYSTEM_TURNS = typing.get_args(SystemTurn)
 """Must equal ``episodes.SYSTEM_TURNS`` (tested)."""
-DTYPES = ("float32", "bfloat16", "float16", "float64")
+DType = Literal["float32", "bfloat16", "float16", "float64"]
+DTYPES = typing.get_args(DType)
 DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
-WORKER_BACKENDS = ("inprocess", "ray")
+WorkerBackend = Literal["inprocess", "ray"]
+WORKER_BACKENDS = typing.get_args(WorkerBackend)
 """Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""
-BEHAVIOUR_LOGP = ("trainer", "sampler")
-IS_MODES = ("none", "truncate", "mask")
-IS_LEVELS = ("token", "sequence", "geometric")
-ROLLOUT_ENGINES = ("inprocess", "ray")
+BehaviourLogp = Literal["trainer", "sampler"]
+ISMode = Literal["none", "truncate", "mask"]
+ISLevel = Literal["token", "sequence", "geometric"]
+RolloutEngineBackend = Literal["inprocess", "ray"]
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 RUN_LENGTH_KEYS = ("steps", "eval_every", "checkpoint_every", "progress", "plot")
 """Keys a resumed run may change: how long it goes and how often it stops to evaluate, checkpoint or
@@ -57,10 +88,66 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
-def _spec(default: Any, **rules: Any) -> Any:
-    """A dataclass field with validation rules: ``ge``/``gt``/``le``/``lt`` bounds, ``choices``,
-    ``nonempty`` (strings), ``pattern`` (a compiled regex for strings, with ``pattern_desc``)."""
-    return field(default=default, metadata=rules)
+# ---- field types: strict (YAML gives real types; a 2.5 is not an integer, "1" is not a number) ------
+
+
+def _yaml_number(value: Any) -> Any:
+    """YAML 1.1 reads ``1e-3`` (no dot) as text: a string that parses as a number is that number.
+    NaN and infinities are refused before any bound is checked against them."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "expected a finite number")
+    return value
+
+
+def _nonempty(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("nonempty", "expected a non-empty string")
+    return value
+
+
+def _device(value: str) -> str:
+    if not DEVICE_RE.fullmatch(value):
+        raise PydanticCustomError("device", "expected auto, cpu, mps, cuda or cuda:N")
+    return value
+
+
+def _empty_if_none(value: Any) -> Any:
+    """A section written with nothing under it (``rollout:``) is a section with every default."""
+    return {} if value is None else value
+
+
+_T = typing.TypeVar("_T")
+Section = Annotated[_T, BeforeValidator(_empty_if_none)]
+"""A section inside a section (given as a mapping, or as nothing: every default)."""
+Number = Annotated[float, BeforeValidator(_yaml_number), Field(strict=True)]
+"""A finite float; integers and numeric text (YAML's ``1e-3``) are accepted, booleans are not."""
+NonEmptyStr = Annotated[StrictStr, AfterValidator(_nonempty)]
+Device = Annotated[StrictStr, AfterValidator(_device)]
+
+_SECTION_CONFIG = ConfigDict(extra="forbid")
+
+
+def section(cls):
+    """A config section: a pydantic dataclass that refuses unknown keys."""
+    return _pydantic_dataclass(cls, config=_SECTION_CONFIG)
+
+
+class _Combinations:
+    """Checks of a section's fields against each other, run once its fields are valid; raised as a
+    ``ConfigError`` (which ``config_from_dict`` reports line by line, next to other sections' problems)."""
+
+    def _combinations(self) -> list[str]:
+        return []
+
+    def __post_init__(self) -> None:
+        problems = self._combinations()
+        if problems:
+            raise ConfigError(problems)
 
 
 def _show(value: Any) -> str:
@@ -77,181 +164,47 @@ def _type_name(value: Any) -> str:
     )
 
 
-def _check_type(name: str, annotation: str, value: Any) -> tuple[Any, str | None]:
-    """``(value, None)`` when ``value`` fits ``annotation`` (coerced: YAML reads ``1e-3`` as text), else
-    ``(value, problem)``."""
-    optional = annotation.endswith("| None")
-    base = annotation.replace("| None", "").strip()
-    if value is None:
-        return (None, None) if optional else (value, f"{name}: expected {_base_desc(base)}, got null")
-    if base == "bool":
-        if isinstance(value, bool):
-            return value, None
-        return value, f"{name}: expected true or false, got {_show(value)} ({_type_name(value)})"
-    if base == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value, None
-        hint = ""
-        if isinstance(value, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", value.strip()):
-            hint = " (YAML reads 1e12 as text: write the digits)"
-        return value, f"{name}: expected an integer, got {_show(value)} ({_type_name(value)}){hint}"
-    if base == "float":
-        number = value
-        if isinstance(value, str):
-            try:
-                number = float(value)
-            except ValueError:
-                return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            return value, f"{name}: expected a number, got {_show(value)} ({_type_name(value)})"
-        if not math.isfinite(number):
-            return value, f"{name}: expected a finite number, got {_show(number)}"
-        return float(number), None
-    if base == "str":
-        if isinstance(value, str):
-            return value, None
-        return value, f"{name}: expected a string, got {_show(value)} ({_type_name(value)})"
-    if base == "list[str]":
-        if isinstance(value, str):
-            return value, f"{name}: expected a list of strings, got the string {_show(value)} (write [{value}])"
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return list(value), None
-        return value, f"{name}: expected a list of strings, got {_show(value)} ({_type_name(value)})"
-    if base == "dict[str, float]":
-        if isinstance(value, dict) and all(
-            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for k, v in value.items()
-        ):
-            return {k: float(v) for k, v in value.items()}, None
-        return value, f"{name}: expected a mapping of names to numbers, got {_show(value)} ({_type_name(value)})"
-    if base == "dict[str, Any]":
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return dict(value), None
-        return value, f"{name}: expected a mapping with string keys, got {_show(value)} ({_type_name(value)})"
-    raise AssertionError(f"no type check for annotation {annotation!r} of {name}")
-
-
-def _base_desc(base: str) -> str:
-    return {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string",
-            "list[str]": "a list of strings", "dict[str, Any]": "a mapping", "dict[str, float]": "a mapping of names to numbers"}.get(base, base)
-
-
-_BOUNDS = (("ge", ">=", lambda v, b: v >= b), ("gt", ">", lambda v, b: v > b), ("le", "<=", lambda v, b: v <= b), ("lt", "<", lambda v, b: v < b))
-
-
-def _check_rules(name: str, value: Any, rules: dict[str, Any]) -> str | None:
-    """The field's rules (``choices``, ``nonempty``, ``pattern``, bounds) applied to a well-typed value."""
-    if value is None:
-        return None
-    if "choices" in rules and value not in rules["choices"]:
-        close = difflib.get_close_matches(str(value), [str(c) for c in rules["choices"]], n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"{name}: expected one of {', '.join(map(str, rules['choices']))}, got {_show(value)}{hint}"
-    if rules.get("nonempty") and isinstance(value, str) and not value.strip():
-        return f"{name}: expected a non-empty string, got {_show(value)}"
-    if "pattern" in rules and isinstance(value, str) and not rules["pattern"].fullmatch(value):
-        return f"{name}: expected {rules['pattern_desc']}, got {_show(value)}"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if any(key in rules and not ok(value, rules[key]) for key, _, ok in _BOUNDS):
-            expected = " and ".join(f"{text} {rules[key]}" for key, text, _ in _BOUNDS if key in rules)
-            return f"{name}: expected a value {expected}, got {_show(value)}"
-    return None
-
-
-class _Section:
-    """Validation shared by the config sections: types and per-field rules, then ``_combinations``."""
-
-    SECTION = ""
-
-    def _prefix(self, name: str) -> str:
-        return f"{self.SECTION}.{name}" if self.SECTION else name
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            if f.type in _NESTED:
-                out.extend(self._nested(f.name, _NESTED[f.type]))
-                continue
-            if dataclasses.is_dataclass(f.type) or f.type in _SECTION_NAMES:
-                continue
-            value, problem = _check_type(self._prefix(f.name), str(f.type), getattr(self, f.name))
-            if problem is None:
-                object.__setattr__(self, f.name, value)
-                problem = _check_rules(self._prefix(f.name), value, dict(f.metadata))
-            if problem is not None:
-                out.append(problem)
-        if not out:
-            out.extend(self._combinations())
-        return out
-
-    def _nested(self, name: str, cls: type) -> list[str]:
-        """Build the sub-section ``name`` (given as a mapping) in place; its problems, prefixed."""
-        value = getattr(self, name)
-        if isinstance(value, cls):
-            return []
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            return [f"{self._prefix(name)}: expected a section (a mapping), got {_show(value)} ({_type_name(value)})"]
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        problems = _unknown(value, allowed, f"{self._prefix(name)}.")
-        try:
-            object.__setattr__(self, name, cls(**{k: v for k, v in value.items() if k in allowed}))
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-        return problems
-
-    def _combinations(self) -> list[str]:
-        return []
-
-    def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise ConfigError(problems)
-
-
-@dataclass
-class ModelConfig(_Section):
-    SECTION = "model"
-
-    name_or_path: str | None = None
+@section
+class ModelConfig(_Combinations):
+    name_or_path: StrictStr | None = None
     """A Hugging Face model id or a local directory (``save_pretrained`` output). None: build a small
     Llama from scratch with the ``scratch_*`` fields and the tokenizer from ``tokenizer``."""
-    tokenizer: str | None = _spec(None, nonempty=True)
+    tokenizer: NonEmptyStr | None = None
     """Tokenizer path; None with ``name_or_path`` uses the model's. ``"bpe"`` trains a byte-level BPE
     offline on the domains' texts (the CPU demo); it is saved under the run directory."""
-    bpe_vocab_size: int = _spec(2048, ge=264, le=1_000_000)
+    bpe_vocab_size: StrictInt = Field(2048, ge=264, le=1_000_000)
     """Vocabulary of the offline BPE: larger compresses episodes more but costs embedding parameters."""
-    bpe_split_digits: bool = False
+    bpe_split_digits: StrictBool = False
     """Isolate every digit before BPE merges (as Llama and Qwen2 tokenizers do): identifiers become digit
     sequences over a ten-token alphabet, which a small model copies far more easily than multi-digit
     pieces that each occur rarely; episodes get longer (more tokens per identifier). Only with
     ``tokenizer: bpe``."""
-    scratch_hidden_size: int = _spec(64, ge=8, le=65536)
-    scratch_num_layers: int = _spec(2, ge=1, le=1024)
-    scratch_num_heads: int = _spec(4, ge=1, le=1024)
-    scratch_num_kv_heads: int = _spec(4, ge=1, le=1024)
+    scratch_hidden_size: StrictInt = Field(64, ge=8, le=65536)
+    scratch_num_layers: StrictInt = Field(2, ge=1, le=1024)
+    scratch_num_heads: StrictInt = Field(4, ge=1, le=1024)
+    scratch_num_kv_heads: StrictInt = Field(4, ge=1, le=1024)
     """Grouped-query attention: fewer KV heads shrink the KV cache, but on CPU (torch 2.13 SDPA) training
     with 1 KV head of 4 ran ~7x slower in our demo than with 4, so the demo keeps them equal."""
-    scratch_intermediate_size: int = _spec(128, ge=1, le=1 << 20)
-    dtype: str = _spec("float32", choices=DTYPES)
+    scratch_intermediate_size: StrictInt = Field(128, ge=1, le=1 << 20)
+    dtype: DType = "float32"
     """Compute dtype: what the forward and backward passes (matmuls, attention) and the sampler run in.
     bfloat16 halves activation memory and runs the flash kernels on GPU; CPU runs and exactness tests
     want float32. The parameters, their gradients and AdamW's state are kept in ``master_dtype``."""
-    master_dtype: str | None = _spec(None, choices=DTYPES)
+    master_dtype: DType | None = None
     """Dtype of the parameters, their gradients and the optimiser's state (the master weights). null:
     float32 under bfloat16 compute (mixed precision: autocast in one process, FSDP2's
     ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` under torchrun), else ``dtype``.
     ``bfloat16`` keeps pure bf16 weights: half the memory of the masters, but an update smaller than
     half a weight's bf16 spacing is lost (at lr 1e-6 one AdamW step changes about 2% of std-0.02 weights
     and no norm gain: benchmarks/master_weights.py)."""
-    attention: str = _spec("auto", choices=ATTENTION)
+    attention: Attention = "auto"
     """``auto``: on CUDA with bf16/fp16 weights flash-attention varlen when ``flash_attn`` imports, else
     PyTorch's own flash varlen kernel (``torch_varlen``); otherwise (CPU, fp32) ``sdpa_varlen``, which
     drops padding and runs causal SDPA per episode. It never picks a backend that builds a dense
     ``[B, 1, T, T]`` mask (``sdpa``, ``eager``: the references, on request). See sopgym/trainers/attention.py."""
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: StrictBool = False
     """Trades ~30% more compute for activation memory; useful for 1.5B+ models on one GPU."""
-    system_turn: str = _spec("keep", choices=SYSTEM_TURNS)
+    system_turn: SystemTurn = "keep"
     """What the model is shown of the env's system turn (the SOP and the tool schemas, rendered by the
     chat template). ``keep``: all of it (a model that reads the SOP). ``drop``: nothing; its episodes
     (rollouts, evaluations, SFT demonstrations) start at the case. The system turn is the same text in
@@ -294,31 +247,30 @@ class ModelConfig(_Section):
         return "float32" if self.dtype == "bfloat16" else self.dtype
 
 
-@dataclass
-class EnvWorkersConfig(_Section):
+@section
+class EnvWorkersConfig(_Combinations):
     """Where the envs (and their sandboxes) run while the policy generates."""
 
-    SECTION = "env.workers"
 
-    backend: str = _spec("inprocess", choices=WORKER_BACKENDS)
+    backend: WorkerBackend = "inprocess"
     """``inprocess``: in the trainer's process, stepped one after another (no extra dependency).
     ``ray``: in ``num_workers`` Ray actors that step their envs in parallel (``pip install 'sopgym[ray]'``).
     Ray pays off when a step costs real time (Docker sandboxes, slow tools) or the envs must run on
     other hosts than the GPUs; for cheap in-process envs each round's round trip costs more than it
     saves (docs/scaling.md has the measured ratios)."""
-    num_workers: int = _spec(2, ge=1, le=1_000_000)
+    num_workers: StrictInt = Field(2, ge=1, le=1_000_000)
     """Ray actors; each owns the envs of every ``num_workers``-th episode slot. More workers step more
     envs at once, up to the CPUs available; a worker that dies costs only its own running episodes
     (ended as ``env_lost`` infrastructure failures: excluded from advantages, counted in
     ``rollout/infrastructure_failures``), and it is replaced."""
-    address: str | None = _spec(None, nonempty=True)
+    address: NonEmptyStr | None = None
     """null: start Ray on this machine (loopback only, stopped at the end of the run). ``auto``: the
     cluster this machine joined with ``ray start``; ``host:6379`` or ``ray://host:10001``: that cluster,
     whose nodes need the same sopgym (and domain data) installed."""
-    cpus_per_worker: float = _spec(1.0, ge=0.0, le=1e6)
+    cpus_per_worker: Number = Field(1.0, ge=0.0, le=1e6)
     """Logical CPUs each worker reserves in Ray's scheduler. Fractions pack several workers per core,
     which suits envs that mostly wait on their sandboxes."""
-    resources: dict[str, float] = field(default_factory=dict)
+    resources: dict[StrictStr, Number] = field(default_factory=dict)
     """Custom Ray resources each worker needs, e.g. ``{env_host: 1}`` to place the workers only on the
     nodes started with ``ray start --resources '{"env_host": 8}'`` (the hosts with Docker)."""
 
@@ -332,24 +284,22 @@ class EnvWorkersConfig(_Section):
         return out
 
 
-@dataclass
-class EnvConfig(_Section):
-    SECTION = "env"
-
-    env_ids: list[str] = field(default_factory=list)
+@section
+class EnvConfig(_Combinations):
+    env_ids: list[StrictStr] = field(default_factory=list)
     """Gymnasium ids of authored domains to train on (``sopgym/<Domain>-v0``); tasks alternate over them."""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_kwargs: dict[StrictStr, Any] = field(default_factory=dict)
     """Extra kwargs for ``gymnasium.make`` (e.g. ``reward: dense``)."""
-    train_split: str = _spec("train", nonempty=True)
-    val_split: str = _spec("val", nonempty=True)
-    max_turns: int = _spec(8, ge=1, le=10_000)
+    train_split: NonEmptyStr = "train"
+    val_split: NonEmptyStr = "val"
+    max_turns: StrictInt = Field(8, ge=1, le=10_000)
     """Turn cap per episode; hitting it truncates with cause ``max_turns``."""
-    max_context: int = _spec(2048, ge=16, le=10_000_000)
+    max_context: StrictInt = Field(2048, ge=16, le=10_000_000)
     """Token cap per episode (prompt + all turns); the env and the trainer both enforce it."""
-    max_tool_output_chars: int = _spec(2000, ge=16, le=10_000_000)
-    allow_restricted_training: bool = False
+    max_tool_output_chars: StrictInt = Field(2000, ge=16, le=10_000_000)
+    allow_restricted_training: StrictBool = False
     """Train on a domain whose ``training_allowed`` is False. Recorded in MLflow when used. Never for SOP-Bench."""
-    workers: EnvWorkersConfig = field(default_factory=EnvWorkersConfig)
+    workers: Section[EnvWorkersConfig] = field(default_factory=EnvWorkersConfig)
     """Where the envs run: in-process (default) or on Ray env workers (``{backend: ray, num_workers: N}``)."""
 
     def _combinations(self) -> list[str]:
@@ -362,22 +312,21 @@ class EnvConfig(_Section):
         return out
 
 
-@dataclass
-class RolloutEngineConfig(_Section):
+@section
+class RolloutEngineConfig(_Combinations):
     """The rollout engine (policy/engine.py): what samples the rollouts and evaluations."""
 
-    SECTION = "rollout.engine"
 
-    backend: str = _spec("inprocess", choices=ROLLOUT_ENGINES)
+    backend: RolloutEngineBackend = "inprocess"
     """``inprocess``: the trained model itself in one process, a full copy of the weights on rank 0
     under torchrun. ``ray``: a Ray actor with its own copy of the weights, sent to it after every
     optimiser step (``pip install 'sopgym[ray]'``); it can hold a GPU of its own (``num_gpus``) or run
     on another host. The same seeded run gives the same episodes either way (tested)."""
-    num_gpus: float = _spec(0.0, ge=0.0, le=1024.0)
+    num_gpus: Number = Field(0.0, ge=0.0, le=1024.0)
     """GPUs the Ray actor reserves (0: it samples on CPU)."""
-    num_cpus: float = _spec(1.0, ge=0.0, le=1e6)
+    num_cpus: Number = Field(1.0, ge=0.0, le=1e6)
     """Logical CPUs the Ray actor reserves in Ray's scheduler."""
-    address: str | None = _spec(None, nonempty=True)
+    address: NonEmptyStr | None = None
     """null: start Ray on this machine (loopback only), or use the Ray this process already runs (the
     env workers'). ``auto``: the cluster this machine joined with ``ray start``; ``host:6379`` or
     ``ray://host:10001``: that cluster."""
@@ -393,74 +342,70 @@ class RolloutEngineConfig(_Section):
         return out
 
 
-@dataclass
-class RolloutConfig(_Section):
-    SECTION = "rollout"
-
-    batch_size: int = _spec(4, ge=1, le=1_000_000)
+@section
+class RolloutConfig(_Combinations):
+    batch_size: StrictInt = Field(4, ge=1, le=1_000_000)
     """Tasks per RL step. Each contributes ``group_size`` episodes."""
-    group_size: int = _spec(4, ge=2, le=1_000_000)
+    group_size: StrictInt = Field(4, ge=2, le=1_000_000)
     """Rollouts per task (same seed, same starting state). Larger groups give lower-variance advantages;
     a group of one has no baseline (its advantage is 0), hence >= 2."""
-    max_new_tokens: int = _spec(128, ge=1, le=10_000_000)
+    max_new_tokens: StrictInt = Field(128, ge=1, le=10_000_000)
     """Per-turn generation cap; hitting it is counted as a token-cap truncation."""
-    temperature: float = _spec(1.0, gt=0.0, le=100.0)
+    temperature: Number = Field(1.0, gt=0.0, le=100.0)
     """Sampling temperature; the training log-probs use the same temperature so ratios stay consistent."""
-    top_p: float = _spec(1.0, gt=0.0, le=1.0)
+    top_p: Number = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling. Behaviour log-probs are taken before the top-p cut (documented simplification)."""
-    eval_temperature: float = _spec(0.0, ge=0.0, le=100.0)
+    eval_temperature: Number = Field(0.0, ge=0.0, le=100.0)
     """0 = greedy decoding for held-out evaluation."""
-    engine: RolloutEngineConfig = field(default_factory=RolloutEngineConfig)
+    engine: Section[RolloutEngineConfig] = field(default_factory=RolloutEngineConfig)
     """Where rollouts are generated: in this process (default) or in a Ray actor
     (``{backend: ray, num_gpus: 1}``)."""
 
 
-@dataclass
-class AlgoConfig(_Section):
-    SECTION = "algo"
-
-    advantage: str = _spec("grpo", choices=ADVANTAGES)
+@section
+class AlgoConfig(_Combinations):
+    advantage: Advantage = "grpo"
     """Estimator from ``advantages.ADVANTAGES``: grpo (mean/std), dr_grpo (mean only), rloo, passk."""
-    passk_k: int = _spec(2, ge=1, le=1_000_000)
+    passk_k: StrictInt = Field(2, ge=1, le=1_000_000)
     """k of the pass@k advantage (<= group_size)."""
-    component_norm: bool = False
+    component_norm: StrictBool = False
     """Normalise each reward component within its group before summing (helps when scales differ)."""
-    loss: str = _spec("ppo_clip", choices=LOSSES)
+    loss: Loss = "ppo_clip"
     """Objective from ``losses.LOSSES``: ppo_clip, cispo, is_reinforce, or rloo (REINFORCE on each
     episode's summed log-prob, the RLOO paper's; needs ``aggregation: sequence`` and one update per step)."""
-    aggregation: str = _spec("token", choices=AGGREGATIONS)
+    aggregation: Aggregation = "token"
     """token: every valid token weighs the same; sequence: every episode weighs the same; fixed_length
     (Dr. GRPO): each episode's token sum over a constant (``aggregation_length``), so the length of
     an answer does not change the weight of its tokens."""
-    aggregation_length: int | None = _spec(None, ge=1, le=100_000_000)
+    aggregation_length: StrictInt | None = Field(None, ge=1, le=100_000_000)
     """The constant of ``fixed_length``; null: the most policy tokens an episode can hold
     (``env.max_turns * rollout.max_new_tokens``)."""
-    clip_low: float = _spec(0.2, ge=0.0, le=1.0)
-    clip_high: float = _spec(0.2, ge=0.0, le=1000.0)
+    clip_low: Number = Field(0.2, ge=0.0, le=1.0)
+    clip_high: Number = Field(0.2, ge=0.0, le=1000.0)
     """Clip range [1-clip_low, 1+clip_high] of the ratio (PPO) or of the detached IS weight (CISPO)."""
-    kl_coef: float = _spec(0.0, ge=0.0, le=1000.0)
+    kl_coef: Number = Field(0.0, ge=0.0, le=1000.0)
     """Weight of a KL penalty to a frozen copy of the initial model; 0 skips the reference model."""
-    kl_estimator: str = _spec("k3", choices=KL_ESTIMATORS)
+    kl_estimator: KLEstimator = "k3"
     """k1, k2 or k3 (see losses.py). As a loss, k2's expected gradient is that of KL(policy || ref),
     k3's that of KL(ref || policy), and k1's is zero."""
-    behaviour_logp: str = _spec("trainer", choices=BEHAVIOUR_LOGP)
+    behaviour_logp: BehaviourLogp = "trainer"
     """Behaviour log-probs of the losses' ratios: ``trainer`` recomputes them with the training forward
     (packed, same attention path) before the update, so numerical differences between the cached
     sampler and the training forward (bf16: up to 0.11 in ratio) are not clipped as if they were
     policy change; ``sampler`` uses the log-probs recorded while sampling (no extra forward)."""
-    is_correction: str = _spec("none", choices=IS_MODES)
+    is_correction: ISMode = "none"
     """Correct for the sampler not being the trainer (needs ``behaviour_logp: trainer``): ``truncate``
     weighs each token by ``min(pi_trainer / pi_sampler, is_cap)`` (truncated importance sampling);
     ``mask`` drops tokens (or episodes, by ``is_level``) whose ratio leaves ``[is_low, is_high]``."""
-    is_level: str = _spec("token", choices=IS_LEVELS)
+    is_level: ISLevel = "token"
     """Ratio per token, per episode (product) or per episode as the geometric mean of its tokens'."""
-    is_cap: float = _spec(2.0, ge=1.0, le=1e6)
-    is_low: float = _spec(0.5, gt=0.0, le=1.0)
-    is_high: float = _spec(2.0, ge=1.0, le=1e6)
-    filter_zero_variance: bool = False
+    is_cap: Number = Field(2.0, ge=1.0, le=1e6)
+    is_low: Number = Field(0.5, gt=0.0, le=1.0)
+    is_high: Number = Field(2.0, ge=1.0, le=1e6)
+    filter_zero_variance: StrictBool = False
     """Drop groups whose rewards are all equal (they carry no signal under group baselines)."""
-    ppo_epochs: int = _spec(1, ge=1, le=1000)
-    num_minibatches: int = _spec(1, ge=1, le=1_000_000)
+    ppo_epochs: StrictInt = Field(1, ge=1, le=1000)
+    num_minibatches: StrictInt = Field(1, ge=1, le=1_000_000)
     """Optimiser steps per RL step = ppo_epochs * num_minibatches. More reuse of samples, more off-policy."""
 
     def _combinations(self) -> list[str]:
@@ -477,42 +422,38 @@ class AlgoConfig(_Section):
         return out
 
 
-@dataclass
-class OptimConfig(_Section):
-    SECTION = "optim"
-
-    lr: float = _spec(1e-5, gt=0.0, le=10.0)
-    weight_decay: float = _spec(0.0, ge=0.0, le=10.0)
-    beta1: float = _spec(0.9, ge=0.0, lt=1.0)
-    beta2: float = _spec(0.95, ge=0.0, lt=1.0)
-    warmup_steps: int = _spec(0, ge=0, le=100_000_000)
+@section
+class OptimConfig(_Combinations):
+    lr: Number = Field(1e-5, gt=0.0, le=10.0)
+    weight_decay: Number = Field(0.0, ge=0.0, le=10.0)
+    beta1: Number = Field(0.9, ge=0.0, lt=1.0)
+    beta2: Number = Field(0.95, ge=0.0, lt=1.0)
+    warmup_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """Linear warm-up in optimiser steps, then constant."""
-    grad_clip: float = _spec(1.0, ge=0.0, le=1e9)
+    grad_clip: Number = Field(1.0, ge=0.0, le=1e9)
     """Global grad-norm clip; 0 disables."""
-    row_tokens: int = _spec(4096, ge=8, le=100_000_000)
+    row_tokens: StrictInt = Field(4096, ge=8, le=100_000_000)
     """Length of a packed row. Must hold the longest episode: ``env.max_context`` + one turn
     (``rollout.max_new_tokens``) + the chat template's overhead, measured once the tokenizer exists."""
-    rows_per_micro_batch: int = _spec(4, ge=1, le=1_000_000)
+    rows_per_micro_batch: StrictInt = Field(4, ge=1, le=1_000_000)
     """Rows per forward/backward; gradients accumulate over micro-batches (exactly, see losses.py)."""
 
 
-@dataclass
-class SFTConfig(_Section):
-    SECTION = "sft"
-
-    num_episodes: int = _spec(0, ge=0, le=100_000_000)
+@section
+class SFTConfig(_Combinations):
+    num_episodes: StrictInt = Field(0, ge=0, le=100_000_000)
     """Oracle trajectories for the supervised warm start; 0 skips SFT."""
-    epochs: int = _spec(1, ge=1, le=10_000)
-    lr: float = _spec(1e-3, gt=0.0, le=10.0)
-    batch_episodes: int = _spec(16, ge=1, le=1_000_000)
+    epochs: StrictInt = Field(1, ge=1, le=10_000)
+    lr: Number = Field(1e-3, gt=0.0, le=10.0)
+    batch_episodes: StrictInt = Field(16, ge=1, le=1_000_000)
     """Episodes per optimiser step."""
-    context_loss_weight: float = _spec(0.0, ge=0.0, le=1e6)
+    context_loss_weight: Number = Field(0.0, ge=0.0, le=1e6)
     """Weight of a next-token loss on the other tokens of the demonstrations (prompt, tool results),
     averaged over them, next to the policy tokens' loss. For a model trained from scratch this is its
     language-model pretraining on the domain's transcripts: tool results repeat the case's IDs and
     dates, which teaches copying far faster than the few policy tokens alone. 0 is plain SFT. RL
     never trains on these tokens."""
-    short_context_steps: int = _spec(0, ge=0, le=100_000_000)
+    short_context_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """Optimiser steps of a first curriculum stage on the same demonstrations without their system turn
     (the SOP and the tool schemas: the same text in every episode of a domain, about 80% of an
     episode's tokens), before the ``epochs`` over whole demonstrations; 0: none. A model trained from
@@ -520,31 +461,31 @@ class SFTConfig(_Section):
     (more of them per second, attention over a few hundred tokens instead of thousands) and keeps the
     skill when the whole prompt comes back (docs/measurements.md, "The CPU demo"). The learning-rate
     schedule runs over both stages."""
-    short_context_batch_episodes: int = _spec(16, ge=1, le=1_000_000)
+    short_context_batch_episodes: StrictInt = Field(16, ge=1, le=1_000_000)
     """Episodes per optimiser step of the short-context stage."""
-    copy_steps: int = _spec(0, ge=0, le=100_000_000)
+    copy_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """Optimiser steps of copy pretraining before every other SFT stage: sequences of random tokens
     followed by themselves, with the loss on the repeat (``sft.copy_sequences``); 0: none. A model trained
     from scratch forms a copying mechanism (an induction head) on them within a few hundred steps, and
     with it learns to copy identifiers out of tool results, which the demonstrations alone did not
     teach it (docs/measurements.md, "Copy pretraining")."""
-    copy_batch_sequences: int = _spec(32, ge=1, le=1_000_000)
+    copy_batch_sequences: StrictInt = Field(32, ge=1, le=1_000_000)
     """Copy sequences per optimiser step of the copy stage."""
-    copy_mix_sequences: int = _spec(0, ge=0, le=1_000_000)
+    copy_mix_sequences: StrictInt = Field(0, ge=0, le=1_000_000)
     """Copy sequences added to every later SFT step (short-context and whole demonstrations), which keeps
     the copying mechanism while the demonstrations' positional shortcuts are learnt."""
-    copy_vocab: int = _spec(512, ge=2, le=10_000_000)
+    copy_vocab: StrictInt = Field(512, ge=2, le=10_000_000)
     """Copy sequences draw their tokens from the tokenizer's first ``copy_vocab`` non-special ids."""
-    whole_steps: int = _spec(0, ge=0, le=100_000_000)
+    whole_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """0: ``epochs`` passes over the whole demonstrations. Otherwise that many optimiser steps of
     ``batch_episodes`` of them (drawn in passes of fresh permutations) instead, e.g. after a short-context
     stage that already used every demonstration."""
-    warmup_steps: int = _spec(0, ge=0, le=100_000_000)
+    warmup_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """Linear learning-rate warm-up over the first steps of SFT (all stages); 0: none."""
-    only_successful: bool = True
+    only_successful: StrictBool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
-    from_checkpoint: str | None = _spec(None, nonempty=True)
+    from_checkpoint: NonEmptyStr | None = None
     """Start RL from an earlier run's SFT-only checkpoint (the folder ``<run_dir>/sft`` every run with
     SFT writes when SFT ends) instead of running SFT: its weights, tokenizer and random state, so that
     RL recipes compare from the same start (with the same RL settings the run repeats the earlier
@@ -563,84 +504,62 @@ class SFTConfig(_Section):
         return problems
 
 
-@dataclass
-class TrackingConfig(_Section):
-    SECTION = "tracking"
-
-    tracking_uri: str | None = _spec(None, nonempty=True)
+@section
+class TrackingConfig(_Combinations):
+    tracking_uri: NonEmptyStr | None = None
     """None: an embedded SQLite store at ``<run_dir>/mlflow.db``. Any MLflow URI otherwise."""
-    experiment: str = _spec("sopgym", nonempty=True)
-    run_name: str | None = None
-    enabled: bool = True
+    experiment: NonEmptyStr = "sopgym"
+    run_name: StrictStr | None = None
+    enabled: StrictBool = True
 
 
-@dataclass
-class AlarmsConfig(_Section):
-    SECTION = "alarms"
-
-    divergence_window: int = _spec(3, ge=2, le=10_000)
+@section
+class AlarmsConfig(_Combinations):
+    divergence_window: StrictInt = Field(3, ge=2, le=10_000)
     """Held-out evaluations the divergence alarm looks back over: it fires when the training reward
     rose and held-out success fell across the last ``divergence_window`` evaluations."""
-    truncation_rate: float = _spec(0.05, ge=0.0, le=1.0)
+    truncation_rate: Number = Field(0.05, ge=0.0, le=1.0)
     """The truncation alarm fires when more than this share of a step's episodes were truncated by any
     cause (turn cap, context budget, a turn cut by max_new_tokens, a sandbox failure)."""
-    zero_variance_share: float = _spec(0.5, ge=0.0, le=1.0)
+    zero_variance_share: Number = Field(0.5, ge=0.0, le=1.0)
     """The zero-variance alarm fires when a reward component (or the total) has zero variance in more
     than this share of a step's groups: those groups give that component no learning signal."""
 
 
-@dataclass
-class DistributedConfig(_Section):
-    SECTION = "distributed"
-
-    timeout_s: int = _spec(1800, ge=10, le=7 * 24 * 3600)
+@section
+class DistributedConfig(_Combinations):
+    timeout_s: StrictInt = Field(1800, ge=10, le=7 * 24 * 3600)
     """Under torchrun: how long a rank waits in a collective for the others before the run fails.
     Ranks other than 0 wait while rank 0 runs the rollouts, the held-out evaluations and (before RL)
     the demonstrations, so it must exceed the longest of those. A rank that dies is noticed sooner:
     at once on gloo (CPU), and through torchrun stopping the other ranks on NCCL."""
 
 
-_SECTIONS = {
-    "env": EnvConfig,
-    "model": ModelConfig,
-    "rollout": RolloutConfig,
-    "algo": AlgoConfig,
-    "optim": OptimConfig,
-    "sft": SFTConfig,
-    "tracking": TrackingConfig,
-    "alarms": AlarmsConfig,
-    "distributed": DistributedConfig,
-}
-_SECTION_NAMES = {cls.__name__ for cls in _SECTIONS.values()}
-_NESTED = {"EnvWorkersConfig": EnvWorkersConfig, "RolloutEngineConfig": RolloutEngineConfig}
-"""Sections inside sections, by annotation: built from their mapping by the enclosing section."""
-
-
-@dataclass
-class TrainConfig(_Section):
-    env: EnvConfig
-    model: ModelConfig
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    alarms: AlarmsConfig = field(default_factory=AlarmsConfig)
-    distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    seed: int = _spec(0, ge=0, le=2**31 - 1)
-    steps: int = _spec(10, ge=0, le=100_000_000)
+@section
+class TrainConfig(_Combinations):
+    env: Section[EnvConfig]
+    model: Section[ModelConfig]
+    rollout: Section[RolloutConfig] = field(default_factory=RolloutConfig)
+    algo: Section[AlgoConfig] = field(default_factory=AlgoConfig)
+    optim: Section[OptimConfig] = field(default_factory=OptimConfig)
+    sft: Section[SFTConfig] = field(default_factory=SFTConfig)
+    tracking: Section[TrackingConfig] = field(default_factory=TrackingConfig)
+    alarms: Section[AlarmsConfig] = field(default_factory=AlarmsConfig)
+    distributed: Section[DistributedConfig] = field(default_factory=DistributedConfig)
+    seed: StrictInt = Field(0, ge=0, le=2**31 - 1)
+    steps: StrictInt = Field(10, ge=0, le=100_000_000)
     """RL steps (each: rollouts of batch_size x group_size episodes, then optimisation)."""
-    run_dir: str = _spec("runs/default", nonempty=True)
-    device: str = _spec("auto", pattern=DEVICE_RE, pattern_desc="auto, cpu, mps, cuda or cuda:N")
+    run_dir: NonEmptyStr = "runs/default"
+    device: Device = "auto"
     """auto: cuda when available, else cpu."""
-    eval_every: int = _spec(0, ge=0, le=100_000_000)
+    eval_every: StrictInt = Field(0, ge=0, le=100_000_000)
     """Held-out evaluation every N RL steps (and before/after training); 0 only before/after."""
-    eval_num_tasks: int = _spec(16, ge=0, le=100_000_000)
-    checkpoint_every: int = _spec(0, ge=0, le=100_000_000)
+    eval_num_tasks: StrictInt = Field(16, ge=0, le=100_000_000)
+    checkpoint_every: StrictInt = Field(0, ge=0, le=100_000_000)
     """Checkpoint every N steps (and at the end, and on SIGTERM); 0: only at the end."""
-    plot: bool = True
+    plot: StrictBool = True
     """Write reward/success curves to ``<run_dir>/curves.png``."""
-    progress: bool = True
+    progress: StrictBool = True
 
     def _combinations(self) -> list[str]:
         out = []
@@ -710,6 +629,9 @@ def _unknown(keys, allowed, where: str) -> list[str]:
     return out
 
 
+_TRAIN_CONFIG = TypeAdapter(TrainConfig)
+
+
 def config_from_dict(raw: Any) -> TrainConfig:
     """Build a TrainConfig, checking every section and field; unknown keys are rejected.
 
@@ -718,39 +640,133 @@ def config_from_dict(raw: Any) -> TrainConfig:
     """
     if not isinstance(raw, dict):
         raise ConfigError([f"config: expected a mapping of sections, got {_type_name(raw)}"])
-    top_fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    problems = _unknown(raw, top_fields, "")
-    kwargs: dict[str, Any] = {}
-    for name, cls in _SECTIONS.items():
-        value = raw.get(name)
-        if name not in raw:
-            if name in ("env", "model"):
-                problems.append(f"{name}: expected a section, got none (the config needs 'env' and 'model')")
-            continue
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            problems.append(f"{name}: expected a section (a mapping), got {value!r} ({_type_name(value)})")
-            continue
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        problems.extend(_unknown(value, allowed, f"{name}."))
-        try:
-            kwargs[name] = cls(**{k: v for k, v in value.items() if k in allowed})
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-    for name in top_fields - set(_SECTIONS):
-        if name in raw:
-            kwargs[name] = raw[name]
-    if problems:  # the top-level fields are still checked, so one run reports everything it can
-        for f in dataclasses.fields(TrainConfig):
-            if f.name in _SECTIONS or f.name not in raw:
-                continue
-            value, problem = _check_type(f.name, str(f.type), raw[f.name])
-            problem = problem or _check_rules(f.name, value, dict(f.metadata))
-            if problem:
-                problems.append(problem)
-        raise ConfigError(problems)
-    return TrainConfig(**kwargs)
+    try:
+        return _TRAIN_CONFIG.validate_python(raw)
+    except ValidationError as exc:
+        raise ConfigError(problems_of(exc, raw)) from None
+
+
+def problems_of(exc: ValidationError, raw: dict[str, Any], root: type | None = None) -> list[str]:
+    """One line per problem of a pydantic ``ValidationError`` raised while building ``root`` (default
+    ``TrainConfig``) from ``raw``: the field's dotted name, what it expects, what it got."""
+    out: list[str] = []
+    for error in exc.errors(include_url=False):
+        for line in _describe(error, raw, root or TrainConfig):
+            if line not in out:  # a union reports the same field once per member
+                out.append(line)
+    return out
+
+
+def _field_path(loc: tuple, root: type) -> tuple[list[str], type | None, Any, tuple]:
+    """Walk ``loc`` through the sections: the dotted path of the field it names, the section holding
+    it, the field's type (Annotated unwrapped), and the rest of ``loc`` (inside the value: a list
+    index, a mapping key, a union member)."""
+    path: list[str] = []
+    owner: type | None = root
+    hint: Any = None
+    i = 0
+    while i < len(loc) and owner is not None and isinstance(loc[i], str) and loc[i] in _fields(owner):
+        name = loc[i]
+        path.append(name)
+        hint = _strip(_fields(owner)[name])
+        i += 1
+        if not (dataclasses.is_dataclass(hint) and i < len(loc)):
+            break
+        owner = hint
+    return path, owner, hint, tuple(loc[i:])
+
+
+def _fields(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True) if dataclasses.is_dataclass(cls) else {}
+
+
+def _strip(hint: Any) -> Any:
+    """``Annotated[X, ...]`` -> ``X``; ``X | None`` -> ``X``."""
+    if typing.get_origin(hint) is Annotated:
+        return _strip(typing.get_args(hint)[0])
+    args = typing.get_args(hint)
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) == 1 and len(args) == 2:  # X | None
+        return _strip(rest[0])
+    return hint
+
+
+def _lookup(raw: Any, path: list[str]) -> Any:
+    for part in path:
+        raw = raw.get(part) if isinstance(raw, dict) else None
+    return raw
+
+
+_DESCRIPTIONS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _expected(hint: Any) -> str:
+    """What a field of type ``hint`` takes, in words."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return "a list of strings"
+    if origin is dict:
+        return "a mapping of names to numbers" if _strip(args[1]) is float else "a mapping with string keys"
+    if origin is Literal:
+        return "one of " + ", ".join(map(str, args))
+    return _DESCRIPTIONS.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def _bounds(owner: type, name: str) -> str:
+    """The field's bounds as written, e.g. ``>= 0.0 and < 1.0``."""
+    info = getattr(owner, "__pydantic_fields__", {}).get(name)
+    parts = []
+    for kind, text in ((annotated_types.Ge, ">="), (annotated_types.Gt, ">"), (annotated_types.Le, "<="), (annotated_types.Lt, "<")):
+        for rule in getattr(info, "metadata", ()):
+            if isinstance(rule, kind):
+                parts.append(f"{text} {getattr(rule, kind.__name__.lower())}")
+    return " and ".join(parts)
+
+
+_BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _describe(error: dict[str, Any], raw: dict[str, Any], root: type) -> list[str]:
+    """The lines of one pydantic error (an item of ``ValidationError.errors()``)."""
+    kind, loc, given = error["type"], tuple(error["loc"]), error.get("input")
+    path, owner, hint, inside = _field_path(loc, root)
+    name = ".".join(path)
+    if kind == "value_error" and isinstance(error.get("ctx", {}).get("error"), ConfigError):
+        return error["ctx"]["error"].problems  # a section's (or the whole config's) combination checks
+    if kind == "unexpected_keyword_argument":
+        return _unknown([loc[-1]], set(_fields(owner)), name + "." if name else "")
+    if kind in ("missing", "missing_argument"):
+        return [f"{name}: expected a section, got none (the config needs 'env' and 'model')"]
+    if kind in ("dataclass_type", "dataclass_args_type"):
+        return [f"{name}: expected a section (a mapping), got {_show(given)} ({_type_name(given)})"]
+    if inside and typing.get_origin(hint) in (list, dict):  # an item of a list or mapping: show the whole value
+        whole = _lookup(raw, path)
+        return [f"{name}: expected {_expected(hint)}, got {_show(whole)} ({_type_name(whole)})"]
+    if kind == "none_required":
+        return []  # the other member of an optional field says what was wrong
+    return [f"{name}: {_value_problem(kind, error, hint, owner, path[-1] if path else '')}"]
+
+
+def _value_problem(kind: str, error: dict[str, Any], hint: Any, owner: Any, field_name: str) -> str:
+    """What is wrong with a field's value: expected vs got."""
+    given = error.get("input")
+    if kind == "list_type" and isinstance(given, str):
+        return f"expected a list of strings, got the string {_show(given)} (write [{given}])"
+    if kind == "literal_error":
+        close = difflib.get_close_matches(str(given), [str(c) for c in typing.get_args(hint)], n=1)
+        return f"expected {_expected(hint)}, got {_show(given)}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind in _BOUND_ERRORS:
+        return f"expected a value {_bounds(owner, field_name)}, got {_show(given)}"
+    if kind == "finite_number":
+        return f"expected a finite number, got {_show(given)}"
+    if kind in ("nonempty", "device"):
+        return f"{error['msg']}, got {_show(given)}"
+    if given is None:
+        return f"expected {_expected(hint)}, got null"
+    extra = ""
+    if kind == "int_type" and isinstance(given, str) and re.fullmatch(r"[+-]?\d+(\.\d*)?[eE][+-]?\d+", given.strip()):
+        extra = " (YAML reads 1e12 as text: write the digits)"
+    return f"expected {_expected(hint)}, got {_show(given)} ({_type_name(given)}){extra}"
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:

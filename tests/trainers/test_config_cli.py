@@ -2,13 +2,14 @@
 runs), YAML + overrides, the shipped configs, and the config's names against the registries."""
 
 import copy
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
 
 from sopgym.cli.train import main
-from sopgym.trainers.config import ConfigError, apply_overrides, config_from_dict, load_config
+from sopgym.trainers.config import ConfigError, TrainConfig, apply_overrides, config_from_dict, load_config
 
 from . import fake_env  # noqa: F401  (registers sopgym-test/Fake-v0)
 
@@ -184,3 +185,50 @@ def test_bf16_compute_keeps_fp32_master_weights_and_accepts_the_flash_path():
     assert config_from_dict(copy.deepcopy(BASE)).model.resolved_master_dtype == "float32"
     for path in CONFIGS:  # every shipped config trains fp32 masters (its precision is documented in it)
         assert load_config(path).model.resolved_master_dtype == "float32", path.name
+
+
+def _leaf_fields(cls, prefix=""):
+    """``(dotted name, type)`` of every field of ``cls`` and of the sections inside it."""
+    from sopgym.trainers import config
+
+    for name, hint in config._fields(cls).items():
+        base = config._strip(hint)
+        if dataclasses.is_dataclass(base):
+            yield f"{prefix}{name}", base
+            yield from _leaf_fields(base, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", base
+
+
+# a value of the wrong type for each kind of field, and the words its problem must start with
+# (values a lax validator would coerce: 2.0 to 2, True to 1.0, 1 to True)
+WRONG = {int: (2.0, "expected an integer, got 2.0"), float: (True, "expected a number, got True"),
+         bool: (1, "expected true or false, got 1"), str: (5, "expected a string, got 5"),
+         list: (5, "expected a list of strings, got 5"), dict: ([1], "expected a mapping"),
+         "literal": ("zzz", "expected one of "), "section": (5, "expected a section (a mapping), got 5")}
+
+
+def _wrong_value(base):
+    import typing
+
+    if dataclasses.is_dataclass(base):
+        return WRONG["section"]
+    if typing.get_origin(base) is typing.Literal:
+        return WRONG["literal"]
+    return WRONG[typing.get_origin(base) or base]
+
+
+@pytest.mark.parametrize("name, base", list(_leaf_fields(TrainConfig)), ids=[n for n, _ in _leaf_fields(TrainConfig)])
+def test_every_field_refuses_a_value_of_another_type_naming_itself(name, base):
+    """Every field, those added later included, is strictly typed (a 2.5 is no integer, a 1 no boolean)
+    and its problem names it by its dotted name with what it expects and what it got."""
+    value, words = _wrong_value(base)
+    raw = apply_overrides(copy.deepcopy(BASE), [])
+    node = raw
+    *sections, leaf = name.split(".")
+    for part in sections:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(raw)
+    assert any(line.startswith(f"{name}: {words}") for line in info.value.problems), info.value.problems

@@ -89,109 +89,139 @@ def _hint(value: Any) -> str:
     return ""
 
 
+def _as_boolean(value: Any) -> tuple[bool, Any]:
+    if isinstance(value, bool):
+        return True, value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return True, value.strip().lower() == "true"
+    return False, value
+
+
+def _as_integer(value: Any) -> tuple[bool, Any]:
+    if isinstance(value, bool):
+        return False, value
+    if isinstance(value, int):
+        return True, value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return True, int(value)
+    if isinstance(value, str) and _INT_RE.match(value.strip()) and _digit_count(value.strip()) <= MAX_INT_DIGITS:
+        return True, int(value.strip())
+    return False, value
+
+
+def _as_number(value: Any) -> tuple[bool, Any]:
+    if isinstance(value, bool):
+        return False, value
+    if isinstance(value, int):
+        return True, value
+    if isinstance(value, float):
+        return math.isfinite(value), value
+    if isinstance(value, str) and _NUM_RE.match(value.strip()):
+        number = float(value.strip())
+        if not math.isfinite(number):
+            return False, value
+        return True, int(number) if _INT_RE.match(value.strip()) else number
+    return False, value
+
+
+#: JSON type -> ``value -> (matched, the value read as that type)``. Nothing is coerced to a string,
+#: an array or an object.
+_COERCIONS = {
+    "null": lambda value: (value is None, value),
+    "boolean": _as_boolean,
+    "integer": _as_integer,
+    "number": _as_number,
+    "string": lambda value: (isinstance(value, str), value),
+    "array": lambda value: (isinstance(value, (list, tuple)), value),
+    "object": lambda value: (isinstance(value, dict), value),
+}
+
+
 def _coerce(value: Any, typ: str) -> tuple[bool, Any]:
     """Try to read ``value`` as JSON type ``typ``. Returns (matched, value)."""
-    if typ == "null":
-        return value is None, value
-    if typ == "boolean":
-        if isinstance(value, bool):
-            return True, value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return True, value.strip().lower() == "true"
-        return False, value
-    if typ == "integer":
-        if isinstance(value, bool):
-            return False, value
-        if isinstance(value, int):
-            return True, value
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return True, int(value)
-        if isinstance(value, str) and _INT_RE.match(value.strip()) and _digit_count(value.strip()) <= MAX_INT_DIGITS:
-            return True, int(value.strip())
-        return False, value
-    if typ == "number":
-        if isinstance(value, bool):
-            return False, value
-        if isinstance(value, int):
-            return True, value
-        if isinstance(value, float):
-            return math.isfinite(value), value
-        if isinstance(value, str) and _NUM_RE.match(value.strip()):
-            number = float(value.strip())
-            if not math.isfinite(number):
-                return False, value
-            return True, int(number) if _INT_RE.match(value.strip()) else number
-        return False, value
-    if typ == "string":
-        return isinstance(value, str), value
-    if typ == "array":
-        return isinstance(value, (list, tuple)), value
-    if typ == "object":
-        return isinstance(value, dict), value
-    raise ValueError(f"unsupported JSON Schema type {typ!r}; expected one of {_TYPES}")
+    coercion = _COERCIONS.get(typ)
+    if coercion is None:
+        raise ValueError(f"unsupported JSON Schema type {typ!r}; expected one of {_TYPES}")
+    return coercion(value)
+
+
+def _typed(value: Any, types: str | list[str], where: str) -> Any:
+    """``value`` read as the schema's ``type`` (one or a list), or a SchemaError."""
+    if isinstance(types, str):
+        ok, value = _coerce(value, types)
+        if not ok:
+            raise SchemaError(f"{where}: expected {types}, got {_type_name(value)} {_short(value)}{_hint(value)}")
+        return value
+    # Exact matches first, so that a string stays a string when both are allowed.
+    actual = _type_name(value)
+    for typ in sorted(types, key=lambda t: t != actual):
+        ok, coerced = _coerce(value, typ)
+        if ok:
+            return coerced
+    raise SchemaError(f"{where}: expected {' or '.join(types)}, got {actual} {_short(value)}{_hint(value)}")
+
+
+def _check_string(value: str, schema: Mapping[str, Any], where: str) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        raise SchemaError(f"{where}: expected at least {schema['minLength']} characters, got {len(value)}")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise SchemaError(f"{where}: expected at most {schema['maxLength']} characters, got {len(value)}")
+    if "pattern" in schema and not _compiled(schema["pattern"]).search(value):
+        raise SchemaError(f"{where}: expected a string matching /{schema['pattern']}/, got {_short(value)}")
+
+
+def _check_number(value: int | float, schema: Mapping[str, Any], where: str) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        raise SchemaError(f"{where}: expected a value >= {schema['minimum']}, got {_short(value)}")
+    if "maximum" in schema and value > schema["maximum"]:
+        raise SchemaError(f"{where}: expected a value <= {schema['maximum']}, got {_short(value)}")
+
+
+def _validate_array(value: list | tuple, schema: Mapping[str, Any], where: str) -> list:
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        raise SchemaError(f"{where}: expected at least {schema['minItems']} items, got {len(value)}")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        raise SchemaError(f"{where}: expected at most {schema['maxItems']} items, got {len(value)}")
+    item_schema = schema.get("items")
+    return [_validate(item, item_schema, f"{where}[{i}]") if item_schema else item for i, item in enumerate(value)]
+
+
+def _validate_object(value: dict, schema: Mapping[str, Any], path: str, where: str) -> dict:
+    props: Mapping[str, Any] = schema.get("properties", {})
+    missing = [name for name in schema.get("required", ()) if name not in value]
+    if missing:
+        raise SchemaError(f"{where}: missing required field(s) {missing}; expected fields {list(props)}")
+    extra = [k for k in value if k not in props]
+    if extra and schema.get("additionalProperties", False) is False and props is not None:
+        raise SchemaError(f"{where}: unexpected field(s) {extra}; expected only {list(props)}")
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise SchemaError(f"{where}: expected string keys, got {_short(key)}")
+        sub = props.get(key)
+        out[key] = _validate(item, sub, f"{path + '.' if path else ''}{key}") if sub else item
+    return out
 
 
 def _validate(value: Any, schema: Mapping[str, Any], path: str) -> Any:
     where = path or "arguments"
     if "const" in schema and value != schema["const"]:
         raise SchemaError(f"{where}: expected {schema['const']!r}, got {_short(value)}")
-    types = schema.get("type")
-    if types is not None:
-        if isinstance(types, str):
-            ok, value = _coerce(value, types)
-            if not ok:
-                raise SchemaError(f"{where}: expected {types}, got {_type_name(value)} {_short(value)}{_hint(value)}")
-        else:
-            # Exact matches first, so that a string stays a string when both are allowed.
-            actual = _type_name(value)
-            for typ in sorted(types, key=lambda t: t != actual):
-                ok, coerced = _coerce(value, typ)
-                if ok:
-                    value = coerced
-                    break
-            else:
-                raise SchemaError(f"{where}: expected {' or '.join(types)}, got {actual} {_short(value)}{_hint(value)}")
+    if schema.get("type") is not None:
+        value = _typed(value, schema["type"], where)
     if "enum" in schema:
         allowed = list(schema["enum"])
         if not any(value == a and _type_name(value) == _type_name(a) for a in allowed):
             raise SchemaError(f"{where}: expected one of {allowed}, got {_short(value)}")
+    # The keywords of each type apply to values of that type only (a value has one).
     if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            raise SchemaError(f"{where}: expected at least {schema['minLength']} characters, got {len(value)}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            raise SchemaError(f"{where}: expected at most {schema['maxLength']} characters, got {len(value)}")
-        if "pattern" in schema and not _compiled(schema["pattern"]).search(value):
-            raise SchemaError(f"{where}: expected a string matching /{schema['pattern']}/, got {_short(value)}")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            raise SchemaError(f"{where}: expected a value >= {schema['minimum']}, got {_short(value)}")
-        if "maximum" in schema and value > schema["maximum"]:
-            raise SchemaError(f"{where}: expected a value <= {schema['maximum']}, got {_short(value)}")
-    if isinstance(value, (list, tuple)):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            raise SchemaError(f"{where}: expected at least {schema['minItems']} items, got {len(value)}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            raise SchemaError(f"{where}: expected at most {schema['maxItems']} items, got {len(value)}")
-        item_schema = schema.get("items")
-        value = [
-            _validate(item, item_schema, f"{where}[{i}]") if item_schema else item
-            for i, item in enumerate(value)
-        ]
-    if isinstance(value, dict):
-        props: Mapping[str, Any] = schema.get("properties", {})
-        missing = [name for name in schema.get("required", ()) if name not in value]
-        if missing:
-            raise SchemaError(f"{where}: missing required field(s) {missing}; expected fields {list(props)}")
-        extra = [k for k in value if k not in props]
-        if extra and schema.get("additionalProperties", False) is False and props is not None:
-            raise SchemaError(f"{where}: unexpected field(s) {extra}; expected only {list(props)}")
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise SchemaError(f"{where}: expected string keys, got {_short(key)}")
-            sub = props.get(key)
-            out[key] = _validate(item, sub, f"{path + '.' if path else ''}{key}") if sub else item
-        value = out
+        _check_string(value, schema, where)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        _check_number(value, schema, where)
+    elif isinstance(value, (list, tuple)):
+        value = _validate_array(value, schema, where)
+    elif isinstance(value, dict):
+        value = _validate_object(value, schema, path, where)
     return value
 
 

@@ -19,6 +19,7 @@ answering with an error. ``easy``: at most 1; ``medium``: 2 or 3; ``hard``: 4 or
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from sopgym.sop_tasks.generation import balanced_target, record, recorded_error, records
@@ -73,48 +74,81 @@ def _clean(rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _no_appointment(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    f["appointment_ok"] = False
+
+
+def _po_invalid(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    f["po_status"] = rng.choice(("cancelled", "closed"))
+
+
+def _seal_mismatch(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    if rng.random() < 0.5:
+        f["seal_intact"] = False
+    else:  # a one-character difference: read carefully
+        s = f["seal_declared"]
+        i = rng.randrange(2, len(s))
+        f["seal_read"] = s[:i] + str((int(s[i]) + rng.randint(1, 9)) % 10) + s[i + 1:]
+
+
+def _temperature(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    f["temperature_class"] = cls = rng.choice(("chilled", "frozen"))
+    review = reason == "TEMP_REVIEW"
+    off = rng.randint(1, 10) if review else rng.choice((rng.randint(1, 10), rng.randint(11, 60), None))
+    if review:
+        f["tier"] = "preferred"
+    elif off is not None and off <= 10:
+        f["tier"] = rng.choice(("standard", "probation"))
+    if off is None:
+        f["temperature_c"] = None
+    elif cls == "chilled":
+        f["temperature_c"] = (50 + off) / 10 if rng.random() < 0.6 else -off / 10
+    else:
+        f["temperature_c"] = (-150 + off) / 10
+
+
+def _weight_variance(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    over = f["expected_weight"] * f["tolerance_pct"] // 100 + rng.randint(1, 400)
+    f["measured_weight"] = f["expected_weight"] + rng.choice((-1, 1)) * over
+
+
+def _damage(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    limit = f["counted"] // 4  # damaged <= limit is partial
+    f["damaged"] = rng.randint(limit + 1, f["counted"]) if disposition == "REJECT" else rng.randint(1, max(1, limit))
+    if disposition == "PARTIAL_REJECT" and f["damaged"] * 4 > f["counted"]:
+        f["counted"] = f["expected_pallets"] = max(f["counted"], f["damaged"] * 4)
+
+
+def _count_discrepancy(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    f["counted"] = max(1, f["expected_pallets"] + rng.choice((-3, -2, -1, 1, 2)))
+
+
+def _supplier_watch(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
+    if rng.random() < 0.5:
+        f["tier"] = "probation"
+    else:
+        f["holds"] = rng.randint(2, 4)
+
+
+#: reason -> how the facts are made to fail at its step: ``(facts, reason, disposition, rng)``.
+_FAULTS: dict[str, Callable[[dict[str, Any], str, str, random.Random], None]] = {
+    "NO_APPOINTMENT": _no_appointment,
+    "PO_INVALID": _po_invalid,
+    "SEAL_MISMATCH": _seal_mismatch,
+    "TEMP_REVIEW": _temperature,
+    "TEMP_EXCURSION": _temperature,
+    "WEIGHT_VARIANCE": _weight_variance,
+    "DAMAGE": _damage,
+    "COUNT_DISCREPANCY": _count_discrepancy,
+    "SUPPLIER_WATCH": _supplier_watch,
+}
+
+
 def _inject(f: dict[str, Any], reason: str, disposition: str, rng: random.Random) -> None:
     """Make the facts fail at ``reason``'s step (for ``disposition``), then maybe add shadowed noise."""
-    if reason == "NO_APPOINTMENT":
-        f["appointment_ok"] = False
-    elif reason == "PO_INVALID":
-        f["po_status"] = rng.choice(("cancelled", "closed"))
-    elif reason == "SEAL_MISMATCH":
-        if rng.random() < 0.5:
-            f["seal_intact"] = False
-        else:  # a one-character difference: read carefully
-            s = f["seal_declared"]
-            i = rng.randrange(2, len(s))
-            f["seal_read"] = s[:i] + str((int(s[i]) + rng.randint(1, 9)) % 10) + s[i + 1:]
-    elif reason in ("TEMP_REVIEW", "TEMP_EXCURSION"):
-        f["temperature_class"] = cls = rng.choice(("chilled", "frozen"))
-        review = reason == "TEMP_REVIEW"
-        off = rng.randint(1, 10) if review else rng.choice((rng.randint(1, 10), rng.randint(11, 60), None))
-        if review:
-            f["tier"] = "preferred"
-        elif off is not None and off <= 10:
-            f["tier"] = rng.choice(("standard", "probation"))
-        if off is None:
-            f["temperature_c"] = None
-        elif cls == "chilled":
-            f["temperature_c"] = (50 + off) / 10 if rng.random() < 0.6 else -off / 10
-        else:
-            f["temperature_c"] = (-150 + off) / 10
-    elif reason == "WEIGHT_VARIANCE":
-        over = f["expected_weight"] * f["tolerance_pct"] // 100 + rng.randint(1, 400)
-        f["measured_weight"] = f["expected_weight"] + rng.choice((-1, 1)) * over
-    elif reason == "DAMAGE":
-        limit = f["counted"] // 4  # damaged <= limit is partial
-        f["damaged"] = rng.randint(limit + 1, f["counted"]) if disposition == "REJECT" else rng.randint(1, max(1, limit))
-        if disposition == "PARTIAL_REJECT" and f["damaged"] * 4 > f["counted"]:
-            f["counted"] = f["expected_pallets"] = max(f["counted"], f["damaged"] * 4)
-    elif reason == "COUNT_DISCREPANCY":
-        f["counted"] = max(1, f["expected_pallets"] + rng.choice((-3, -2, -1, 1, 2)))
-    elif reason == "SUPPLIER_WATCH":
-        if rng.random() < 0.5:
-            f["tier"] = "probation"
-        else:
-            f["holds"] = rng.randint(2, 4)
+    fault = _FAULTS.get(reason)
+    if fault is not None:
+        fault(f, reason, disposition, rng)
     # Shadowed noise, on half the tasks: a fault only a later step would catch (it must not change
     # the label). The kind None adds nothing; it stays a choice so the pinned splits keep their draws.
     if rng.random() < 0.5:

@@ -106,22 +106,85 @@ def sql_job(payload):
 
 
 # -- running one child with a hard deadline ----------------------------------------------------------
-def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, code=None, preexec_fn=None):
-    """Run argv with a hard wall-clock deadline; capture stdout/stderr up to ``cap`` bytes each.
+class _ChildPipes:
+    """The child's pipes, pumped without blocking: inputs written as the child reads them, stdout and
+    stderr read up to ``cap`` bytes each (the rest is drained and dropped, ``truncated`` set)."""
 
-    Args:
-        sweep: ``sweep(child)`` kills the child and everything it left behind; called at the deadline
-            and once the child has exited (daemonised leftovers must not hold the pipes open).
-        code: bytes the child reads from a pipe; the literal ``{code_fd}`` in argv is replaced by the
-            pipe's descriptor number. Inputs are written without blocking, so a child that never reads
-            them cannot stall the deadline.
-        preexec_fn: run in the child before exec (the supervisor switches uid there).
+    def __init__(self, child, code_w, inputs, cap):
+        self.child, self.code_w, self.cap = child, code_w, cap
+        self.sel = selectors.DefaultSelector()
+        self.pending = {}  # fd -> bytes still to write
+        for fd, data in inputs:
+            if fd is None:
+                continue
+            if data:
+                os.set_blocking(fd, False)
+                self.pending[fd] = memoryview(data)
+                self.sel.register(fd, selectors.EVENT_WRITE)
+            else:
+                self._close_input(fd)
+        self.out_fd, self.err_fd = child.stdout.fileno(), child.stderr.fileno()
+        self.out = {self.out_fd: bytearray(), self.err_fd: bytearray()}
+        self.sel.register(self.out_fd, selectors.EVENT_READ)
+        self.sel.register(self.err_fd, selectors.EVENT_READ)
+        self.open_streams = 2
+        self.truncated = False
 
-    Returns:
-        ``{exit_code (None when killed at the deadline), stdout, stderr, timed_out, truncated, elapsed}``.
-    """
-    start = time.monotonic()
-    deadline = start + float(timeout)
+    def _close_input(self, fd):
+        if fd == self.code_w:
+            os.close(fd)
+        else:
+            self.child.stdin.close()
+
+    def _stop_writing(self, fd):
+        self.sel.unregister(fd)
+        del self.pending[fd]
+        self._close_input(fd)
+
+    def _write(self, fd):
+        try:
+            written = os.write(fd, self.pending[fd][:65536])
+        except BlockingIOError:
+            return
+        except OSError:  # the child closed its end: the rest of its input is not needed
+            self._stop_writing(fd)
+            return
+        self.pending[fd] = self.pending[fd][written:]
+        if not self.pending[fd]:
+            self._stop_writing(fd)
+
+    def _read(self, fd):
+        data = os.read(fd, 65536)
+        if not data:
+            self.sel.unregister(fd)
+            self.open_streams -= 1
+            return
+        buf = self.out[fd]
+        room = self.cap - len(buf)
+        if room > 0:
+            buf += data[:room]
+        if len(data) > room:
+            self.truncated = True
+
+    def pump(self, timeout):
+        """One round: write to and read from every pipe that is ready within ``timeout`` seconds."""
+        for key, _ in self.sel.select(timeout=timeout):
+            if key.fd in self.pending:
+                self._write(key.fd)
+            else:
+                self._read(key.fd)
+
+    def close(self):
+        for fd in list(self.pending):
+            self._stop_writing(fd)
+        self.sel.close()
+
+    def text(self, fd):
+        return self.out[fd].decode("utf-8", "replace")
+
+
+def _spawn(argv, code, env, cwd, preexec_fn):
+    """Start the child in its own session; returns ``(child, write end of the code pipe or None)``."""
     code_r = code_w = None
     if code is not None:
         code_r, code_w = os.pipe()
@@ -142,39 +205,30 @@ def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, cod
     finally:
         if code_r is not None:
             os.close(code_r)
-    sel = selectors.DefaultSelector()
-    pending = {}  # fd -> bytes still to write
+    return child, code_w
 
-    def close_input(fd):
-        if fd == code_w:
-            os.close(fd)
-        else:
-            child.stdin.close()
 
-    for fd, data in ((child.stdin.fileno(), stdin_bytes), (code_w, code)):
-        if fd is None:
-            continue
-        if data:
-            os.set_blocking(fd, False)
-            pending[fd] = memoryview(data)
-            sel.register(fd, selectors.EVENT_WRITE)
-        else:
-            close_input(fd)
-    out_fd, err_fd = child.stdout.fileno(), child.stderr.fileno()
-    out = {out_fd: bytearray(), err_fd: bytearray()}
-    sel.register(out_fd, selectors.EVENT_READ)
-    sel.register(err_fd, selectors.EVENT_READ)
-    open_streams = 2
-    truncated = False
+def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, code=None, preexec_fn=None):
+    """Run argv with a hard wall-clock deadline; capture stdout/stderr up to ``cap`` bytes each.
+
+    Args:
+        sweep: ``sweep(child)`` kills the child and everything it left behind; called at the deadline
+            and once the child has exited (daemonised leftovers must not hold the pipes open).
+        code: bytes the child reads from a pipe; the literal ``{code_fd}`` in argv is replaced by the
+            pipe's descriptor number. Inputs are written without blocking, so a child that never reads
+            them cannot stall the deadline.
+        preexec_fn: run in the child before exec (the supervisor switches uid there).
+
+    Returns:
+        ``{exit_code (None when killed at the deadline), stdout, stderr, timed_out, truncated, elapsed}``.
+    """
+    start = time.monotonic()
+    deadline = start + float(timeout)
+    child, code_w = _spawn(argv, code, env, cwd, preexec_fn)
+    pipes = _ChildPipes(child, code_w, ((child.stdin.fileno(), stdin_bytes), (code_w, code)), cap)
     timed_out = False
     exited_at = None
-
-    def stop_writing(fd):
-        sel.unregister(fd)
-        del pending[fd]
-        close_input(fd)
-
-    while open_streams:
+    while pipes.open_streams:
         now = time.monotonic()
         if now >= deadline and child.poll() is None:
             timed_out = True
@@ -184,34 +238,8 @@ def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, cod
             sweep(child)
         if exited_at is not None and now - exited_at > 0.5:
             break  # leftovers outside our reach (local mode) still hold a pipe: stop reading
-        for key, _ in sel.select(timeout=0.02):
-            fd = key.fd
-            if fd in pending:
-                try:
-                    written = os.write(fd, pending[fd][:65536])
-                except BlockingIOError:
-                    continue
-                except OSError:  # the child closed its end: the rest of its input is not needed
-                    stop_writing(fd)
-                    continue
-                pending[fd] = pending[fd][written:]
-                if not pending[fd]:
-                    stop_writing(fd)
-                continue
-            data = os.read(fd, 65536)
-            if not data:
-                sel.unregister(fd)
-                open_streams -= 1
-                continue
-            buf = out[fd]
-            room = cap - len(buf)
-            if room > 0:
-                buf += data[:room]
-            if len(data) > room:
-                truncated = True
-    for fd in list(pending):
-        stop_writing(fd)
-    sel.close()
+        pipes.pump(0.02)
+    pipes.close()
     if child.poll() is None:
         sweep(child)
     code_exit = child.wait()
@@ -219,10 +247,10 @@ def run_child(argv, stdin_bytes, timeout, cap, sweep, env=None, cwd=None, *, cod
     child.stderr.close()
     return {
         "exit_code": None if timed_out else code_exit,
-        "stdout": out[out_fd].decode("utf-8", "replace"),
-        "stderr": out[err_fd].decode("utf-8", "replace"),
+        "stdout": pipes.text(pipes.out_fd),
+        "stderr": pipes.text(pipes.err_fd),
         "timed_out": timed_out,
-        "truncated": truncated,
+        "truncated": pipes.truncated,
         "elapsed": time.monotonic() - start,
     }
 
@@ -668,44 +696,59 @@ class Server:
             if self.runner is None:
                 raise ValueError(f"{op}: this is a stateful container, it runs no third-party code; expected a runner container")
             return self.runner.worker_op(op, req)
-        if op == "hello":
-            agent_uid = self.runner.agent_uid if self.runner is not None else None
-            return {"pid": os.getpid(), "python": sys.version.split()[0], "protocol": PROTOCOL, "uid": os.getuid(),
-                    "agent_uid": agent_uid}
-        if op == "echo":
-            return {"payload": req.get("payload")}
-        if op == "program":
-            if req["sha"] not in self.modules:
-                self.modules[req["sha"]] = (req["module"], req["source"], compile_program(req["module"], req["source"]))
-            return {}
-        if op == "load":
-            if self.db is not None:
-                self.db.close()
-                self.db = None
-            self.module = self.modules[req["sha"]][2]
-            self.db = build_database(self.module, req["state"])
-            return {}
-        if op == "call":
-            if self.db is None:
-                raise RuntimeError("call before load")
-            return call_tool(self.module, self.db, req["name"], req["args"])
-        if op == "snapshot":
-            if self.db is None:
-                raise RuntimeError("snapshot before load")
-            return {"snapshot": self.module.snapshot(self.db)}
-        if op == "unload":
-            if self.db is not None:
-                self.db.close()
+        ops = {"hello": self._hello, "echo": self._echo, "program": self._program, "load": self._load,
+               "call": self._call, "snapshot": self._snapshot, "unload": self._unload, "run_python": self._run_python,
+               "run_sql": self._run_sql}
+        handler = ops.get(op) if isinstance(op, str) else None
+        if handler is None:
+            raise ValueError(f"unknown op {op!r}")
+        return handler(req)
+
+    def _hello(self, req):
+        agent_uid = self.runner.agent_uid if self.runner is not None else None
+        return {"pid": os.getpid(), "python": sys.version.split()[0], "protocol": PROTOCOL, "uid": os.getuid(),
+                "agent_uid": agent_uid}
+
+    def _echo(self, req):
+        return {"payload": req.get("payload")}
+
+    def _program(self, req):
+        if req["sha"] not in self.modules:
+            self.modules[req["sha"]] = (req["module"], req["source"], compile_program(req["module"], req["source"]))
+        return {}
+
+    def _load(self, req):
+        if self.db is not None:
+            self.db.close()
             self.db = None
-            self.module = None
-            return {}
-        if op == "run_python":
-            return self._run("python", req["code"], req.get("stdin", ""), req)
-        if op == "run_sql":
-            name, source, _ = self.modules[req["sha"]]
-            payload = {"module": name, "source": source, "state": req["state"], "query": req["query"]}
-            return self._run("sql", json.dumps(payload), "", req)
-        raise ValueError(f"unknown op {op!r}")
+        self.module = self.modules[req["sha"]][2]
+        self.db = build_database(self.module, req["state"])
+        return {}
+
+    def _call(self, req):
+        if self.db is None:
+            raise RuntimeError("call before load")
+        return call_tool(self.module, self.db, req["name"], req["args"])
+
+    def _snapshot(self, req):
+        if self.db is None:
+            raise RuntimeError("snapshot before load")
+        return {"snapshot": self.module.snapshot(self.db)}
+
+    def _unload(self, req):
+        if self.db is not None:
+            self.db.close()
+        self.db = None
+        self.module = None
+        return {}
+
+    def _run_python(self, req):
+        return self._run("python", req["code"], req.get("stdin", ""), req)
+
+    def _run_sql(self, req):
+        name, source, _ = self.modules[req["sha"]]
+        payload = {"module": name, "source": source, "state": req["state"], "query": req["query"]}
+        return self._run("sql", json.dumps(payload), "", req)
 
     def serve(self, stdin, stdout):
         for line in stdin:

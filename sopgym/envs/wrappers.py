@@ -52,10 +52,12 @@ def to_jsonable(value: Any) -> Any:
     return _jsonable(value, frozenset(), 0, [MAX_VALUES])
 
 
-def _jsonable(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -> Any:
-    budget[0] -= 1
-    if budget[0] < 0:
-        return f"<more than {MAX_VALUES} values: not written>"
+_NOT_SCALAR = object()
+_MORE = f"<more than {MAX_VALUES} values: not written>"
+
+
+def _jsonable_scalar(value: Any) -> Any:
+    """A scalar as JSON can hold it, or ``_NOT_SCALAR``."""
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, int):
@@ -64,6 +66,38 @@ def _jsonable(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -
         return value if math.isfinite(value) else repr(float(value))
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
+    return _NOT_SCALAR
+
+
+def _jsonable_dict(value: dict, seen: frozenset[int], depth: int, budget: list[int]) -> dict:
+    out = {}
+    for k, v in value.items():
+        if budget[0] <= 0:
+            out["<more>"] = _MORE
+            break
+        out[k if isinstance(k, str) else str(_jsonable(k, seen, depth, budget))] = _jsonable(v, seen, depth, budget)
+    return out
+
+
+def _jsonable_items(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -> list:
+    items = []
+    for v in value:
+        if budget[0] <= 0:
+            items.append(_MORE)
+            break
+        items.append(_jsonable(v, seen, depth, budget))
+    if isinstance(value, (set, frozenset)):
+        items.sort(key=lambda x: json.dumps(x, sort_keys=True))
+    return items
+
+
+def _jsonable(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        return _MORE
+    scalar = _jsonable_scalar(value)
+    if scalar is not _NOT_SCALAR:
+        return scalar
     if hasattr(value, "tolist") and callable(value.tolist) and type(value).__module__ == "numpy":
         if getattr(value, "size", 1) > budget[0]:
             return f"<numpy array of {value.size} values: not written>"
@@ -75,22 +109,8 @@ def _jsonable(value: Any, seen: frozenset[int], depth: int, budget: list[int]) -
             return f"<nested deeper than {MAX_DEPTH} levels>"
         seen, depth = seen | {id(value)}, depth + 1
         if isinstance(value, dict):
-            out = {}
-            for k, v in value.items():
-                if budget[0] <= 0:
-                    out["<more>"] = f"<more than {MAX_VALUES} values: not written>"
-                    break
-                out[k if isinstance(k, str) else str(_jsonable(k, seen, depth, budget))] = _jsonable(v, seen, depth, budget)
-            return out
-        items = []
-        for v in value:
-            if budget[0] <= 0:
-                items.append(f"<more than {MAX_VALUES} values: not written>")
-                break
-            items.append(_jsonable(v, seen, depth, budget))
-        if isinstance(value, (set, frozenset)):
-            items.sort(key=lambda x: json.dumps(x, sort_keys=True))
-        return items
+            return _jsonable_dict(value, seen, depth, budget)
+        return _jsonable_items(value, seen, depth, budget)
     try:
         return repr(value)
     except Exception:  # noqa: BLE001 - any object's repr may fail; the line must still be written

@@ -191,9 +191,9 @@ def test_report_leaderboard_has_a_row_per_model_and_env_and_the_suite(report):
 
 def test_report_markdown_shows_success_with_intervals_models_by_envs(report):
     text = (report / "leaderboard.md").read_text()
-    header = next(line for line in text.splitlines() if line.startswith("| model |"))
-    assert header == f"| model | {WR} | {OF} | suite |"
-    assert "| oracle | 1.000 [1.000, 1.000] |  | 1.000 [1.000, 1.000] |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| rank | model |"))
+    assert header == f"| rank | model | {WR} | {OF} | suite | infra. failures | ranked mean (1 env) |"
+    assert "| 1 | oracle | 1.000 [1.000, 1.000] |  | 1.000 [1.000, 1.000] | 0.000 | 1.000 |" in text
 
 
 def test_report_plots_are_png_images(report):

@@ -37,6 +37,8 @@ def main(argv: list[str]) -> int:
         print(f"{key}: {written[key]}")
     for path in written["plots"]:
         print(f"plot: {path}")
+    for note in written["notes"]:
+        print(f"note: {note}")
     if written["plots_skipped"]:
         print(f"sopgym report: no plots: {written['plots_skipped']}", file=sys.stderr)
     return 0

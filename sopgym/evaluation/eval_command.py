@@ -220,21 +220,22 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
 
 
 def format_suite(results: dict[str, Any]) -> str:
-    """The suite's summary: one line per env and the mean with its interval."""
-    rows = []
-    for env_id, m in results["envs"].items():
+    """The suite's summary: one line per env and the mean with its interval; the share of episodes
+    that failed for the infrastructure, and "not measured" for a line all of whose episodes did."""
+    from .metrics import NOT_MEASURED, measured
+
+    def line(label: str, m: dict[str, Any], compat: Any) -> list[str]:
         ci = m.get("ci95", {}).get("task_success_rate")
-        compat = m.get("sopbench_compat", {}).get("task_success_rate")
-        rows.append([env_id, _fmt(m["task_success_rate"]), f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "",
-                     _fmt(m["field_accuracy"]), _fmt(m["invalid_action_rate"]), _fmt(m["mean_turns"]),
-                     _fmt(compat) if compat is not None else ""])
+        if not measured(m):
+            return [label, NOT_MEASURED, "", "", "", _fmt(m["mean_turns"]), _fmt(m["infrastructure_failure_rate"]), ""]
+        return [label, _fmt(m["task_success_rate"]), f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", _fmt(m["field_accuracy"]),
+                _fmt(m["invalid_action_rate"]), _fmt(m["mean_turns"]), _fmt(m["infrastructure_failure_rate"]),
+                _fmt(compat) if compat is not None else ""]
+
+    rows = [line(env_id, m, m.get("sopbench_compat", {}).get("task_success_rate")) for env_id, m in results["envs"].items()]
     suite = results["suite"]
-    ci = suite.get("ci95", {}).get("task_success_rate")
-    rows.append([f"suite mean ({suite['envs']} envs)", _fmt(suite["task_success_rate"]),
-                 f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", _fmt(suite["field_accuracy"]),
-                 _fmt(suite["invalid_action_rate"]), _fmt(suite["mean_turns"]),
-                 _fmt(suite.get("sopbench_compat_task_success_rate")) if "sopbench_compat_task_success_rate" in suite else ""])
-    return _table(["env", "success", "95% CI", "field acc.", "invalid", "turns", "compat"], rows)
+    rows.append(line(f"suite mean ({suite['envs']} envs)", suite, suite.get("sopbench_compat_task_success_rate")))
+    return _table(["env", "success", "95% CI", "field acc.", "invalid", "turns", "infra.", "compat"], rows)
 
 
 def _is_trajectory_file(path: str) -> bool:

@@ -42,10 +42,13 @@ from sopgym.status import INFRASTRUCTURE_VALUES, INVALID_ACTION_VALUES
 
 from .passk import bootstrap_ci, pass_at_k, pass_hat_k
 
-__all__ = ["EpisodeScore", "score_record", "evaluate_records", "HEADLINE_METRICS"]
+__all__ = ["EpisodeScore", "score_record", "evaluate_records", "HEADLINE_METRICS", "measured", "NOT_MEASURED"]
 
 #: Rates that get a bootstrap interval.
 HEADLINE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion_rate", "pass_at_k", "pass_hat_k")
+
+#: What a table shows for a rate that was never measured (:func:`measured`), never ``0.000 [0.000, 0.000]``.
+NOT_MEASURED = "not measured"
 
 _REQUIRED = ("task_id", "answer", "expected", "fields", "turns", "terminated", "truncated")
 
@@ -158,6 +161,14 @@ def score_record(record: Mapping[str, Any], where: str = "record") -> EpisodeSco
 
 def _ratio(top: float, bottom: float) -> float | None:
     return float(top) / float(bottom) if bottom else None
+
+
+def measured(metrics: Mapping[str, Any]) -> bool:
+    """False when every episode behind ``metrics`` (an env's or a suite's, as :func:`evaluate_records`
+    or a results file gives them) was an infrastructure failure: its rates then say nothing of the
+    policy (a failed sandbox, a lost server), and tables show :data:`NOT_MEASURED`. A suite's
+    infrastructure-failure rate is the mean over its envs, so it is 1 only when no env was measured."""
+    return metrics.get("infrastructure_failure_rate") != 1.0
 
 
 def evaluate_records(

@@ -29,18 +29,21 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .escaping import csv_cell, markdown_cell
+from .identity import comparable_identity, envs_count, identity_diff, settings_diff
+from .metrics import NOT_MEASURED, measured
 
-__all__ = ["load_results", "build_report", "leaderboard_rows"]
+__all__ = ["load_results", "build_report", "leaderboard_rows", "compare_runs", "Comparison"]
 
 CSV_COLUMNS = (
     "model", "env", "episodes", "task_success_rate", "ci95_low", "ci95_high", "sopbench_compat_task_success_rate",
     "field_accuracy", "execution_completion_rate", "invalid_action_rate", "mean_turns", "infrastructure_failure_rate",
     "prompt_tokens_per_episode", "completion_tokens_per_episode", "latency_s_per_turn", "max_tokens_cut_rate",
-    "cost_usd",
+    "cost_usd", "measured",
 )
 
 
@@ -75,6 +78,15 @@ def _object(where: str, value: Any, optional: bool = True) -> dict[str, Any]:
     return value
 
 
+def _curve(where: str, curve: dict[str, Any], check: Any) -> dict[str, Any]:
+    """``curve`` (k as digits -> value), each value passed to ``check(where, value)``."""
+    for k, value in curve.items():
+        if not k.isdigit():
+            raise ValueError(f"{where} keys must be k as digits, got {k[:20]!r}")
+        check(f"{where}[{k!r}]", value)
+    return curve
+
+
 def _check_metrics(where: str, metrics: Any, suite: bool) -> None:
     metrics = _object(where, metrics, optional=False)
     for key in _NUMBERS:
@@ -86,14 +98,16 @@ def _check_metrics(where: str, metrics: Any, suite: bool) -> None:
         _number(f"{where}.ci95.task_success_rate[{i}]", bound)
     if suite:
         _number(f"{where}.sopbench_compat_task_success_rate", metrics.get("sopbench_compat_task_success_rate"))
+        bands = _object(f"{where}.ci95.pass_at_k_curve", _object(f"{where}.ci95", metrics.get("ci95")).get("pass_at_k_curve"))
+        for k, band in _curve(f"{where}.ci95.pass_at_k_curve", bands, lambda where, v: None).items():
+            if not (isinstance(band, list) and len(band) == 2):
+                raise ValueError(f"{where}.ci95.pass_at_k_curve[{k!r}] must be [low, high], got {_shown(band)}")
+            for i, bound in enumerate(band):
+                _number(f"{where}.ci95.pass_at_k_curve[{k!r}][{i}]", bound)
     else:
         compat = _object(f"{where}.sopbench_compat", metrics.get("sopbench_compat"))
         _number(f"{where}.sopbench_compat.task_success_rate", compat.get("task_success_rate"))
-        curve = _object(f"{where}.pass_at_k_curve", metrics.get("pass_at_k_curve"))
-        for k, value in curve.items():
-            if not k.isdigit():
-                raise ValueError(f"{where}.pass_at_k_curve keys must be k as digits, got {k[:20]!r}")
-            _number(f"{where}.pass_at_k_curve[{k!r}]", value)
+    _curve(f"{where}.pass_at_k_curve", _object(f"{where}.pass_at_k_curve", metrics.get("pass_at_k_curve")), _number)
     usage = _object(f"{where}.usage", metrics.get("usage"))
     for key in _USAGE_NUMBERS:
         _number(f"{where}.usage.{key}", usage.get(key))
@@ -177,7 +191,7 @@ def leaderboard_rows(names: Sequence[str], runs: Sequence[dict[str, Any]]) -> li
                 "sopbench_compat_task_success_rate": (m.get("sopbench_compat") or {}).get("task_success_rate"),
                 "field_accuracy": m.get("field_accuracy"), "execution_completion_rate": m.get("execution_completion_rate"),
                 "invalid_action_rate": m.get("invalid_action_rate"), "mean_turns": m.get("mean_turns"),
-                "infrastructure_failure_rate": m.get("infrastructure_failure_rate"),
+                "infrastructure_failure_rate": m.get("infrastructure_failure_rate"), "measured": measured(m),
                 **{key: _usage(m, key) for key in ("prompt_tokens_per_episode", "completion_tokens_per_episode",
                                                    "latency_s_per_turn", "max_tokens_cut_rate", "cost_usd")},
             })
@@ -189,7 +203,7 @@ def leaderboard_rows(names: Sequence[str], runs: Sequence[dict[str, Any]]) -> li
             "sopbench_compat_task_success_rate": suite.get("sopbench_compat_task_success_rate"),
             "field_accuracy": suite.get("field_accuracy"), "execution_completion_rate": suite.get("execution_completion_rate"),
             "invalid_action_rate": suite.get("invalid_action_rate"), "mean_turns": suite.get("mean_turns"),
-            "infrastructure_failure_rate": suite.get("infrastructure_failure_rate"),
+            "infrastructure_failure_rate": suite.get("infrastructure_failure_rate"), "measured": measured(suite),
             **{key: _usage(suite, key) for key in ("prompt_tokens_per_episode", "completion_tokens_per_episode",
                                                    "latency_s_per_turn", "max_tokens_cut_rate", "cost_usd")},
         })
@@ -205,23 +219,140 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _with_ci(row: dict[str, Any]) -> str:
+    if not row["measured"]:
+        return NOT_MEASURED
     if row["ci95_low"] is None:
         return _f(row["task_success_rate"])
     return f"{_f(row['task_success_rate'])} [{_f(row['ci95_low'])}, {_f(row['ci95_high'])}]"
 
 
-def _markdown(names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> str:
+@dataclass
+class Comparison:
+    """How the runs of a report compare: what they rank on and how their settings differ.
+
+    ``ranked_envs`` is None when every run has the same envs and measured each of them: the runs rank
+    on their suite means. Otherwise they rank on the mean over ``ranked_envs`` (the envs every run has
+    and measured; each env weighs the same, as in the suite mean), shown in its own column, and
+    ``notes`` say so; no envs at all: not ranked. ``differences`` are the settings and software
+    versions that differ from the first run's (:mod:`.identity`).
+    """
+
+    envs: list[str]
+    ranked_envs: list[str] | None
+    notes: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
+def _env_lists(runs: Sequence[dict[str, Any]]) -> tuple[list[str], list[str], list[str]]:
+    """Every env (in order of appearance), the envs every run has, and those every run measured."""
     envs: list[str] = []
     for run in runs:
         envs.extend(e for e in run["envs"] if e not in envs)
+    common = [e for e in envs if all(e in run["envs"] for run in runs)]
+    return envs, common, [e for e in common if all(measured(run["envs"][e]) for run in runs)]
+
+
+def _ranking_notes(names: Sequence[str], runs: Sequence[dict[str, Any]], common: list[str], ranked: list[str]) -> list[str]:
+    sets_differ = any(set(run["envs"]) != set(runs[0]["envs"]) for run in runs)
+    why = []
+    if sets_differ:
+        why.append("the runs' env sets differ (" + "; ".join(
+            f"{markdown_cell(n)}: {envs_count(len(r['envs']))}" for n, r in zip(names, runs)) + ")")
+    unmeasured = [f"{markdown_cell(e)} for {markdown_cell(n)}" for e in common for n, r in zip(names, runs)
+                  if not measured(r["envs"][e])]
+    if unmeasured:
+        why.append("not measured (every episode an infrastructure failure): " + ", ".join(unmeasured))
+    if not ranked:
+        return ["**Not ranked**: no env that every run has and measured; " + "; ".join(why) + "."]
+    return [f"**Ranked on the {envs_count(len(ranked))} every run has and measured** ("
+            + ", ".join(map(markdown_cell, ranked)) + "), in the last column: " + "; ".join(why)
+            + ". The suite column is each run's mean over its own envs, not comparable across rows; the ranked "
+            "mean has no interval (a results file holds intervals over its own envs only)."]
+
+
+def _env_set_diff(first: list[str], other: list[str], labels: tuple[str, str]) -> list[str]:
+    added, missing = [e for e in other if e not in first], [e for e in first if e not in other]
+    return ([f"envs: {labels[1]} has {', '.join(added)}, which {labels[0]} has not"] if added else []) + (
+        [f"envs: {labels[1]} lacks {', '.join(missing)}"] if missing else [])
+
+
+def _differences(names: Sequence[str], runs: Sequence[dict[str, Any]], common: list[str]) -> list[str]:
+    """Per run after the first: its settings and software versions that differ from the first run's."""
+    configs = [r.get("config") or {} for r in runs]
+    reference = comparable_identity(configs[0].get("identity"), common)
+    out = []
+    for name, run, config in zip(names[1:], runs[1:], configs[1:]):
+        labels = (names[0], name)
+        identity = comparable_identity(config.get("identity"), common)
+        if reference is None or identity is None:
+            lines = ["settings: not recorded in " + (names[0] if reference is None else name) + "'s results"]
+        else:
+            lines = settings_diff(reference, identity, labels)
+        lines += _env_set_diff(list(runs[0]["envs"]), list(run["envs"]), labels)
+        lines += identity_diff(configs[0].get("software") or {}, config.get("software") or {}, labels, "software.")
+        out += [f"{markdown_cell(name)} vs {markdown_cell(names[0])}: {markdown_cell(line)}" for line in lines]
+    return out
+
+
+def compare_runs(names: Sequence[str], runs: Sequence[dict[str, Any]]) -> Comparison:
+    """The :class:`Comparison` of the runs ``names`` (their results ``runs``), with each run's ranking
+    score (its suite mean, or its mean over the ranked envs; None: not measured or not ranked)."""
+    envs, common, ranked = _env_lists(runs)
+    same = all(set(run["envs"]) == set(envs) for run in runs) and ranked == envs
+    comparison = Comparison(envs, None if same else ranked, differences=_differences(names, runs, common))
+    if not same:
+        comparison.notes = _ranking_notes(names, runs, common, ranked)
+    for name, run in zip(names, runs):
+        if same:
+            comparison.scores[name] = run["suite"].get("task_success_rate") if measured(run["suite"]) else None
+        else:
+            rates = [run["envs"][e].get("task_success_rate") for e in ranked]
+            comparison.scores[name] = float(sum(rates) / len(rates)) if rates and None not in rates else None
+    return comparison
+
+
+def _ranks(names: Sequence[str], scores: dict[str, float | None]) -> list[tuple[str, str]]:
+    """``(rank, name)`` best first (ties share a rank; unranked runs last, in their order, rank ``-``)."""
+    ranked = sorted((n for n in names if scores[n] is not None), key=lambda n: -scores[n])
+    out, previous, rank = [], None, 0
+    for position, name in enumerate(ranked, start=1):
+        if scores[name] != previous:
+            rank, previous = position, scores[name]
+        out.append((str(rank), name))
+    return out + [("-", n) for n in names if scores[n] is None]
+
+
+def _headline(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison) -> list[str]:
     by_key = {(r["model"], r["env"]): r for r in rows}
-    out = ["# Leaderboard", "", "Task success rate (the strict evaluator) with 95% bootstrap intervals over tasks; "
-           "the suite column is the mean over envs.", ""]
-    out.append("| model | " + " | ".join(map(markdown_cell, envs)) + " | suite |")
-    out.append("|---" * (len(envs) + 2) + "|")
-    for name in names:
+    envs, ranked = comparison.envs, comparison.ranked_envs
+    extra = [f"ranked mean ({envs_count(len(ranked))})"] if ranked else []
+    out = ["| rank | model | " + " | ".join(map(markdown_cell, envs)) + " | suite | infra. failures |"
+           + "".join(f" {c} |" for c in extra),
+           "|---" * (len(envs) + 4 + len(extra)) + "|"]
+    for rank, name in _ranks(names, comparison.scores):
+        suite = by_key[(name, "suite")]
         cells = [_with_ci(by_key[(name, e)]) if (name, e) in by_key else "" for e in envs]
-        out.append(f"| {markdown_cell(name)} | " + " | ".join(cells) + f" | {_with_ci(by_key[(name, 'suite')])} |")
+        line = (f"| {rank} | {markdown_cell(name)} | " + " | ".join(cells) + f" | {_with_ci(suite)} | "
+                f"{_f(suite['infrastructure_failure_rate'])} |")
+        if extra:
+            line += f" {_f(comparison.scores[name]) if comparison.scores[name] is not None else NOT_MEASURED} |"
+        out.append(line)
+    return out
+
+
+def _markdown(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison) -> str:
+    out = ["# Leaderboard", ""]
+    if comparison.differences:
+        out += ["## The runs differ", "", "Settings and software that differ from the first run's; figures of runs "
+                "that differ in settings are not like for like:", ""]
+        out += [f"- {line}" for line in comparison.differences] + [""]
+    out += ["Task success rate (the strict evaluator) with 95% bootstrap intervals over tasks; the suite column is "
+            "the mean over envs; infra. failures: the share of episodes that failed for the infrastructure (a cell "
+            f"all of whose episodes did reads \"{NOT_MEASURED}\")."
+            + (" Rows are ranked by the suite mean." if comparison.ranked_envs is None else ""), ""]
+    out += [*comparison.notes, ""] if comparison.notes else []
+    out += _headline(names, rows, comparison)
     compat = [r for r in rows if r["sopbench_compat_task_success_rate"] is not None and r["env"] != "suite"]
     if compat:
         out += ["", "## SOP-Bench: strict vs sopbench-compat", "",
@@ -231,7 +362,8 @@ def _markdown(names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[d
         for r in compat:
             gap = r["sopbench_compat_task_success_rate"] - r["task_success_rate"]
             out.append(f"| {markdown_cell(r['model'])} | {markdown_cell(r['env'])} | {_with_ci(r)} | "
-                       f"{_f(r['sopbench_compat_task_success_rate'])} | {gap:+.3f} |")
+                       f"{_f(r['sopbench_compat_task_success_rate']) if r['measured'] else NOT_MEASURED} | "
+                       f"{f'{gap:+.3f}' if r['measured'] else ''} |")
     out += ["", "## Details", "",
             "| model | env | episodes | success | field acc. | completion | invalid actions | mean turns | "
             "prompt tok./ep. | completion tok./ep. | latency/turn (s) | cut by max_tokens | infra. failures | cost (USD) |",
@@ -246,80 +378,12 @@ def _markdown(names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[d
     return "\n".join(out) + "\n"
 
 
-def _passk_curve(run: dict[str, Any]) -> tuple[list[int], list[float]]:
-    """The suite's pass@k curve: per k, the mean over envs (k up to the fewest samples of any env)."""
-    curves = [m.get("pass_at_k_curve") or {} for m in run["envs"].values()]
-    ks = sorted(set.intersection(*(set(int(k) for k in c) for c in curves))) if curves else []
-    return ks, [sum(c[str(k)] for c in curves) / len(curves) for k in ks]
-
-
-def _plot_text(text: str) -> str:
-    """A name as matplotlib draws it literally: ``$`` would start math text, a leading ``_`` hides a legend entry."""
-    text = text.replace("$", r"\$")
-    return " " + text if text.startswith("_") else text
-
-
-def _plots(out: Path, names: Sequence[str], runs: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    envs: list[str] = []
-    for run in runs:
-        envs.extend(e for e in run["envs"] if e not in envs)
-    envs.append("suite")
-    by_key = {(r["model"], r["env"]): r for r in rows}
-    width = 0.8 / max(1, len(names))
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(envs) * max(1, len(names)) ** 0.5 + 2), 4.5))
-    for i, name in enumerate(names):
-        xs, ys, lows, highs = [], [], [], []
-        for j, env in enumerate(envs):
-            r = by_key.get((name, env))
-            if r is None or r["task_success_rate"] is None:
-                continue
-            xs.append(j + (i - (len(names) - 1) / 2) * width)
-            ys.append(r["task_success_rate"])
-            lows.append(r["task_success_rate"] - (r["ci95_low"] if r["ci95_low"] is not None else r["task_success_rate"]))
-            highs.append((r["ci95_high"] if r["ci95_high"] is not None else r["task_success_rate"]) - r["task_success_rate"])
-        bars = ax.bar(xs, ys, width=width, label=_plot_text(name), yerr=[lows, highs], capsize=3)
-        ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=2)
-    ax.set_xticks(range(len(envs)))
-    ax.set_xticklabels([_plot_text(e.split("/")[-1]) for e in envs], rotation=45, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("task success rate (95% CI)")
-    ax.set_title("Task success per env")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    success = out / "task_success.png"
-    fig.savefig(success, dpi=120)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, run in zip(names, runs):
-        ks, values = _passk_curve(run)
-        if ks:
-            ax.plot(ks, values, marker="o", label=_plot_text(name))
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("k")
-    ax.set_ylabel("pass@k (mean over envs)")
-    ax.set_ylim(0, 1.05)
-    ax.set_title("pass@k over k")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    curves = out / "pass_at_k.png"
-    fig.savefig(curves, dpi=120)
-    plt.close(fig)
-    return [success, curves]
-
-
 def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, plots: bool = True) -> dict[str, Any]:
     """Write the leaderboard (and plots) for the results files ``paths`` into ``out_dir``.
 
     Returns:
-        ``{"markdown": path, "csv": path, "plots": [paths], "plots_skipped": reason or None}``.
+        ``{"markdown": path, "csv": path, "plots": [paths], "plots_skipped": reason or None,
+        "notes": [what a plot left out, and why]}``.
 
     Raises:
         ValueError: no files, or a file that is not a results file.
@@ -329,19 +393,23 @@ def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     runs = [load_results(p) for p in paths]
     names = _names(paths, runs)
     rows = leaderboard_rows(names, runs)
+    comparison = compare_runs(names, runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown = out / "leaderboard.md"
-    markdown.write_text(_markdown(names, runs, rows), encoding="utf-8")
+    markdown.write_text(_markdown(names, rows, comparison), encoding="utf-8")
     table = out / "leaderboard.csv"
     with open(table, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows({k: ("" if r[k] is None else csv_cell(r[k])) for k in CSV_COLUMNS} for r in rows)
-    written: dict[str, Any] = {"markdown": markdown, "csv": table, "plots": [], "plots_skipped": None}
+    written: dict[str, Any] = {"markdown": markdown, "csv": table, "plots": [], "plots_skipped": None, "notes": []}
     if plots:
         try:
-            written["plots"] = _plots(out, names, runs, rows)
+            from .report_plots import write_plots
+
+            written["plots"], written["notes"] = write_plots(out, names, runs, rows, comparison.ranked_envs,
+                                                                     comparison.scores)
         except ImportError as exc:
             written["plots_skipped"] = f"matplotlib is missing ({exc}): pip install 'sopgym[report]'"
     return written

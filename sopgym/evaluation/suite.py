@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .identity import identity_diff
 from .metrics import evaluate_records, score_record
 from .passk import pass_at_k
 from .progress import ProgressBar
@@ -290,18 +291,6 @@ class _SuiteWriter:
         self._file.close()
 
 
-def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys = sorted(set(old) | set(new))
-    out = []
-    for key in keys:
-        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += _identity_diff(a, b, f"{prefix}{key}.")
-        elif a != b:
-            out.append(f"{prefix}{key}: file {json.dumps(a, default=str)[:120]}, now {json.dumps(b, default=str)[:120]}")
-    return out
-
-
 # --------------------------------------------------------------------------------------------------
 # Running
 # --------------------------------------------------------------------------------------------------
@@ -357,7 +346,7 @@ def run_suite(
             if run_line is None:
                 raise ValueError(f"{trajectories}: no 'run' line at the top: not a trajectory file written by "
                                  "`sopgym eval`, so it cannot be resumed")
-            diff = _identity_diff(run_line.get("identity") or {}, header["identity"])
+            diff = identity_diff(run_line.get("identity") or {}, header["identity"])
             if diff:
                 raise ValueError(f"{trajectories} is a run with other settings; resume it with the same ones. "
                                  f"Differences: {'; '.join(diff)}")
@@ -532,6 +521,28 @@ def _compat(records: Sequence[Mapping[str, Any]], n_bootstrap: int, seed: int) -
     return out
 
 
+def _suite_pass_at_k(by_env: Mapping[str, Sequence[EpisodeOutcome]], n_bootstrap: int,
+                     seed: int) -> tuple[dict[str, float], dict[str, list[float]] | None]:
+    """The suite's pass@k curve, for every k up to the fewest samples of any task: per k the mean over
+    envs of the mean over tasks of the unbiased pass@k; and per k its 95% interval from the bootstrap
+    that resamples tasks within each env (the suite's other intervals' resampling; None without one)."""
+    per_env = []
+    for group in by_env.values():
+        counts: dict[str, list[int]] = {}
+        for o in group:
+            counts.setdefault(str(o.record["task_id"]), []).append(int(score_record(o.record).success))
+        per_env.append(list(counts.values()))
+    max_k = min(len(v) for tasks in per_env for v in tasks)
+    curve, intervals = {}, ({} if n_bootstrap else None)
+    for kk in range(1, max_k + 1):
+        values = [np.array([pass_at_k(len(v), sum(v), kk) for v in tasks]) for tasks in per_env]
+        curve[str(kk)] = float(np.mean([v.mean() for v in values]))
+        if intervals is not None:
+            intervals[str(kk)] = list(stratified_mean_ci([(v, np.ones_like(v)) for v in values],
+                                                         n_bootstrap=n_bootstrap, seed=seed + 200 + kk))
+    return curve, intervals
+
+
 def write_results(path: str | os.PathLike, results: Mapping[str, Any]) -> None:
     """Write a results file atomically: a temporary file beside it, synced, then renamed over it, so a
     run killed at any moment leaves the previous whole file or the new one, never a torn one.
@@ -613,6 +624,9 @@ def suite_results(
                 lookup = {id(o.record): s for o, s in zip(group, scores[env_id])}
                 per_env.append(_by_task([o.record for o in group], lambda r, lookup=lookup, f=value_of[name]: f(lookup[id(r)])))
             suite["ci95"][name] = list(stratified_mean_ci(per_env, n_bootstrap=n_bootstrap, seed=seed + 100 + offset))
+    suite["pass_at_k_curve"], curve_ci = _suite_pass_at_k(by_env, n_bootstrap, seed)
+    if curve_ci is not None:
+        suite["ci95"]["pass_at_k_curve"] = curve_ci
     usage = usage_summary(outcomes)
     if usage is not None:
         suite["usage"] = usage

@@ -4,14 +4,19 @@
 Each results file is one run (one model or policy over one or more envs). The report puts them side
 by side:
 
-* ``leaderboard.md``: task success with its 95% interval, models x envs plus the suite mean; for
-  SOP-Bench envs the strict (evaluator) and ``sopbench-compat`` success side by side; then one row per
-  model and env with field accuracy, invalid-action rate, mean turns, tokens per episode, latency per
-  turn and the share of turns cut by ``max_tokens``.
+* ``leaderboard.md``: first the settings and software in which the runs differ (:func:`compare_runs`,
+  on the identity ``--resume`` checks: :mod:`.identity`); then task success with its 95% interval,
+  models x envs plus the suite mean and its infrastructure-failure rate, ranked by the suite mean, or,
+  when the runs' env sets differ or a run did not measure an env, by the mean over the envs every
+  run has and measured (a column and a note say so); a cell all of whose episodes were
+  infrastructure failures reads "not measured". For SOP-Bench envs the strict (evaluator) and
+  ``sopbench-compat`` success side by side; then one row per model and env with field accuracy,
+  invalid-action rate, mean turns, tokens per episode, latency per turn and the share of turns cut
+  by ``max_tokens``.
 * ``leaderboard.csv``: the same rows, one per (model, env), plus a ``suite`` row per model.
-* ``task_success.png``: bars per env and model with the intervals; ``pass_at_k.png``: pass@k over k
-  (the mean over envs) per model. Plots need matplotlib (``pip install 'sopgym[report]'``); without
-  it the tables are still written and the command says what is missing.
+* ``task_success.png`` and ``pass_at_k.png``: :mod:`.report_plots`. Plots need matplotlib
+  (``pip install 'sopgym[report]'``); without it the tables are still written and the command says
+  what is missing.
 
 Models are named by the model the results name (or the policy), with the file's name added when two
 files would otherwise share a name.

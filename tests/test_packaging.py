@@ -72,6 +72,16 @@ def test_installed_package_registers_and_runs_every_authored_env(installed):
     assert out.stdout.split() == AUTHORED_ENV_IDS
 
 
+def test_the_installed_package_writes_the_viewer_with_its_script_and_style(installed):
+    code = ("from sopgym.evaluation.viewer import viewer_data, viewer_html\n"
+            "page = viewer_html(viewer_data([]))\n"
+            "print(page.count('<script>'), page.count('<style>'), len(page))\n")
+    out = _run(installed, code)
+    assert out.returncode == 0, out.stderr
+    scripts, styles, size = map(int, out.stdout.split())
+    assert (scripts, styles) == (1, 1) and size > 10_000  # viewer.js and viewer.css are package data
+
+
 def test_the_wheel_holds_each_module_once_at_its_real_path(installed):
     """Every ``.py`` under ``sopgym/`` in the checkout is in the installed tree exactly once, at the
     same relative path, and the installed tree has no module the checkout lacks."""

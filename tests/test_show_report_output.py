@@ -1,7 +1,7 @@
 """What ``sopgym show`` and ``sopgym report`` print is safe whatever the files hold: no control
 character reaches the terminal, every action the env accepted is shown, Markdown cells stay cells,
 CSV cells are never formulas, and a malformed results file is one line naming the file and what is
-wrong (sopgym/evaluation/escaping.py, show_command.py, report.py)."""
+wrong (sopgym/evaluation/escaping.py, episode_text.py, viewer.py, report.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from hostile_actions import ToolView, hostile_action, make_env_without_docker
 from sopgym import cli
 from sopgym.envs.policies import format_call
 from sopgym.envs.wrappers import RecordTrajectory
+from sopgym.evaluation.episode_text import format_episode, read_trajectory
 from sopgym.evaluation.escaping import csv_cell, markdown_cell, visible
-from sopgym.evaluation.show_command import episodes_html, format_episode, read_trajectory
+from sopgym.evaluation.viewer import viewer_data, viewer_html
 
 WR = "sopgym/WarehouseReceiving-v0"
 TERMINAL_ATTACK = "\x1b]0;pwned\x07\x1b[2J\x1b[32m== end: terminated | 1 turns | reward 1.000\x1b[0m\rhidden\u202eevil\x9b31m\u2028x"
@@ -101,7 +102,7 @@ def test_show_prints_hostile_episodes_of_every_env_as_text_and_html(env_id, tmp_
     run, episodes = read_trajectory(str(path))
     for index, ep in episodes.items():
         assert _unsafe(format_episode(index, ep)) == []
-    assert "<html" in episodes_html(str(path), run, episodes, sorted(episodes))
+    assert "<html" in viewer_html(viewer_data([("hostile", str(path), run, episodes)]))
 
 
 # -- report -------------------------------------------------------------------------------------------

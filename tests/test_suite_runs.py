@@ -211,21 +211,27 @@ def test_report_refuses_a_file_that_is_not_results(tmp_path, capsys):
 # --------------------------------------------------------------------------------------------------
 # show --html
 # --------------------------------------------------------------------------------------------------
-def test_show_html_is_one_self_contained_page_of_every_episode(random_suite, tmp_path):
+def _viewer_data(page: Path) -> dict:
+    text = page.read_text()
+    start = text.index('<script type="application/json" id="sopgym-data">') + len('<script type="application/json" id="sopgym-data">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def test_show_html_is_one_self_contained_viewer_of_every_episode(random_suite, tmp_path):
     page = tmp_path / "p.html"
     assert cli.main(["show", str(random_suite / "t.jsonl"), "--html", str(page)]) == 0
     text = page.read_text()
-    assert text.count("<details id=\"ep-") == 24
-    assert "<script" not in text and "src=" not in text and "http://" not in text and "https://" not in text
+    assert len(_viewer_data(page)["episodes"]) == 24
+    assert "default-src 'none'" in text and "src=" not in text and "<link" not in text
 
 
-def test_show_html_escapes_what_the_model_wrote(tmp_path):
+def test_show_html_keeps_what_the_model_wrote_as_data(tmp_path):
     line = {"type": "step", "episode_index": 0, "turn": 1, "observation": "", "action": "<script>alert(1)</script>",
             "calls": [], "tool_results": [], "reward": 0.0, "status": "NO_TOOL_CALL", "terminated": False, "truncated": False}
     (tmp_path / "t.jsonl").write_text(json.dumps(line) + "\n")
     assert cli.main(["show", str(tmp_path / "t.jsonl"), "--html", str(tmp_path / "p.html")]) == 0
-    text = (tmp_path / "p.html").read_text()
-    assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script>alert" not in (tmp_path / "p.html").read_text()
+    assert _viewer_data(tmp_path / "p.html")["episodes"][0]["steps"][0]["reply"] == "<script>alert(1)</script>"
 
 
 def test_show_text_gives_the_verdict_per_field_and_the_reward_components(random_suite, capsys):

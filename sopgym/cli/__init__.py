@@ -58,7 +58,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "list": Command("registered envs: task counts, tools, output fields, licence", list_envs.main),
     "eval": Command("run a policy or a model on envs and report the evaluator's metrics", evaluate.main),
-    "show": Command("print an episode of a trajectory file readably (or write HTML)", show.main),
+    "show": Command("print an episode of a trajectory file, or write the HTML viewer of many runs", show.main),
     "train": Command("train a policy (needs the train extras)", train.main, train.needs, "pip install 'sopgym[train]'"),
     "sandbox": Command("Docker sandbox image and containers: build, status, gc", sandbox.main, sandbox.needs,
                        "pip install 'sopgym[docker]'"),

@@ -9,7 +9,7 @@ __all__ = ["main"]
 
 
 def run_subparser(name: str, add_parser, argv: list[str]) -> int:
-    """Runs a command whose parser is still added to a subparsers object (until eval and show move here)."""
+    """Runs a command whose parser is still added to a subparsers object (until eval moves here)."""
     parser = argparse.ArgumentParser(prog="sopgym")
     add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args([name, *argv])

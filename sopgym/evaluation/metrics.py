@@ -42,7 +42,8 @@ from sopgym.status import INFRASTRUCTURE_VALUES, INVALID_ACTION_VALUES
 
 from .passk import bootstrap_ci, pass_at_k, pass_hat_k
 
-__all__ = ["EpisodeScore", "score_record", "evaluate_records", "HEADLINE_METRICS", "measured", "NOT_MEASURED"]
+__all__ = ["EpisodeScore", "score_record", "evaluate_records", "state_keys_ok", "HEADLINE_METRICS", "measured",
+           "NOT_MEASURED"]
 
 #: Rates that get a bootstrap interval.
 HEADLINE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion_rate", "pass_at_k", "pass_hat_k")
@@ -82,13 +83,25 @@ def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+def state_keys_ok(final_state: Any, expected_state: Any) -> dict[str, bool]:
+    """Per key of ``expected_state``: whether the final state holds that value (JSON equality).
+
+    A final state that is not a mapping holds no key. ``{}`` when nothing is expected.
+    """
+    if not isinstance(expected_state, Mapping) or not expected_state:
+        return {}
+    final = _canonical(final_state) if isinstance(final_state, Mapping) else {}
+    expected = _canonical(expected_state)
+    order = json.loads(json.dumps(dict.fromkeys(expected_state)))  # the keys as JSON writes them, in their order
+    return {key: key in final and final[key] == expected[key] for key in order}
+
+
 def _state_matches(final_state: Any, expected_state: Any) -> bool:
     if not expected_state:
         return True
     if not isinstance(final_state, Mapping) or not isinstance(expected_state, Mapping):
         return False
-    final, expected = _canonical(final_state), _canonical(expected_state)
-    return all(key in final and final[key] == want for key, want in expected.items())
+    return all(state_keys_ok(final_state, expected_state).values())
 
 
 def _int(record: Mapping[str, Any], key: str, default: int | None, where: str) -> int:

@@ -1,11 +1,10 @@
-"""``sopgym show``: episodes of a trajectory file, readably, as text or as one self-contained HTML page.
+"""Episodes of a trajectory file, readably: reading the file and writing an episode as text
+(``sopgym show``: :mod:`sopgym.cli.show`; the HTML viewer of many episodes: :mod:`.viewer`).
 
 An episode shows the system message (the SOP) and the task input, then per turn the assistant's reply, the parsed tool calls with
 their statuses, the tool results and the env's feedback, and what the model cost (tokens, latency,
 ``finish_reason``) when the run recorded it; at the end the answer, the expected answer, the
-evaluator's verdict per field and overall, and the reward's components. ``--html PAGE`` writes every
-episode of the file (or those picked with ``--episode``) into one page that needs nothing else: no
-script, no stylesheet or font from elsewhere; every text from the file is escaped.
+evaluator's verdict per field and overall, and the reward's components.
 
 The text output never passes a control character through to the terminal: escape sequences, carriage
 returns, bidirectional controls in model or tool text are printed as ``\x1b``-style escapes
@@ -15,31 +14,12 @@ shape: a native tool call that is not ``{"function": {"name", "arguments"}}`` is
 
 from __future__ import annotations
 
-import argparse
-import html
 import json
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 from .escaping import visible
 
-__all__ = ["add_show_parser", "cmd_show", "read_trajectory", "format_episode", "episodes_html"]
-
-
-def add_show_parser(subparsers) -> argparse.ArgumentParser:
-    from sopgym.cli.arguments import non_negative_int as _non_negative_int
-
-    parser = subparsers.add_parser("show", help="print an episode of a trajectory file readably (or write HTML)")
-    parser.add_argument("path", help="JSONL written by `sopgym eval --trajectories` or RecordTrajectory")
-    parser.add_argument("--episode", type=_non_negative_int, action="append", default=None,
-                        help="episode index (default: the first; repeatable)")
-    parser.add_argument("--max-chars", type=_non_negative_int, default=1500,
-                        help="cut each text block to this length (0: no cut)")
-    parser.add_argument("--html", default=None, metavar="PAGE",
-                        help="write the episodes (all, or those of --episode) to this self-contained HTML page")
-    parser.set_defaults(func=cmd_show)
-    return parser
+__all__ = ["read_trajectory", "format_episode", "action_text", "agent_text", "feedback", "verdict", "plain_json"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,7 +92,7 @@ def read_trajectory(path: str) -> tuple[dict[str, Any] | None, dict[int, dict[st
             if index is None:
                 continue  # not a trajectory line (e.g. a bare record)
             if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                raise ValueError(f"{where}: 'episode_index' must be a non-negative integer, got {_json(index)[:60]}")
+                raise ValueError(f"{where}: 'episode_index' must be a non-negative integer, got {plain_json(index)[:60]}")
             kind = obj.get("type")
             if not isinstance(kind, (str, type(None))):
                 raise ValueError(f"{where}: 'type' must be 'reset', 'step' or 'episode', got {type(kind).__name__}")
@@ -148,7 +128,7 @@ def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line for line in str(text).replace("\r\n", "\n").split("\n"))
 
 
-def _json(value: Any) -> str:
+def plain_json(value: Any) -> str:
     """``json.dumps`` for display; never raises (a value read from JSON may still be too deep to write)."""
     try:
         return json.dumps(value, ensure_ascii=False)
@@ -158,10 +138,10 @@ def _json(value: Any) -> str:
 
 def _plain(value: Any, limit: int = 200) -> str:
     """A string as itself, None as ``None``, anything else as its JSON text; cut at ``limit`` (never raises)."""
-    return (value if isinstance(value, str) else "None" if value is None else _json(value))[:limit]
+    return (value if isinstance(value, str) else "None" if value is None else plain_json(value))[:limit]
 
 
-def _action_text(action: Any) -> str:
+def action_text(action: Any) -> str:
     """A reply as text: its content, and native tool calls as ``-> name(arguments)`` lines. Whatever
     the env accepted is shown: content that is not a string, ``tool_calls`` that is not a list, and a
     call that is not ``{"function": {"name", "arguments"}}`` (the env recorded it as ``ERROR_PARSE``)
@@ -169,22 +149,22 @@ def _action_text(action: Any) -> str:
     if isinstance(action, str):
         return action
     if not isinstance(action, dict):
-        return _json(action)
+        return plain_json(action)
     content = action.get("content")
-    parts = [content if isinstance(content, str) else f"{_json(content)} [content that is not text]"] if content else []
+    parts = [content if isinstance(content, str) else f"{plain_json(content)} [content that is not text]"] if content else []
     calls = action.get("tool_calls")
     if calls and not isinstance(calls, list):
-        parts.append(f"-> {_json(calls)} [tool_calls that is not a list]")
+        parts.append(f"-> {plain_json(calls)} [tool_calls that is not a list]")
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             parts.append(f"-> {function.get('name')}({function.get('arguments')}) [native tool call]")
         else:
-            parts.append(f"-> {_json(call)} [unreadable native tool call]")
+            parts.append(f"-> {plain_json(call)} [unreadable native tool call]")
     return "\n".join(p for p in parts if p)
 
 
-def _agent_text(agent: Any) -> str | None:
+def agent_text(agent: Any) -> str | None:
     if not isinstance(agent, dict):
         return None
     bits = [f"{_plain(agent.get('prompt_tokens'), 20)} prompt + {_plain(agent.get('completion_tokens'), 20)} completion tokens"]
@@ -197,7 +177,7 @@ def _agent_text(agent: Any) -> str | None:
     return ", ".join(bits)
 
 
-def _verdict(index: int, record: dict[str, Any]) -> tuple[Any, str | None]:
+def verdict(index: int, record: dict[str, Any]) -> tuple[Any, str | None]:
     from sopgym.evaluation import score_record
 
     try:
@@ -219,20 +199,20 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
         out += ["task input:", _indent(_cut(str(ep["reset"].get("observation") or ""), max_chars))]
     for step in ep["steps"]:
         out.append(f"-- turn {_plain(step.get('turn'), 60)} | {_plain(step.get('status'), 60)} | reward {_fmt(step.get('reward'))}")
-        agent = _agent_text(step.get("agent"))
+        agent = agent_text(step.get("agent"))
         if agent:
             out.append(f"  model: {agent}")
-        out += ["  assistant:", _indent(_cut(_action_text(step.get("action")), max_chars))]
+        out += ["  assistant:", _indent(_cut(action_text(step.get("action")), max_chars))]
         for call in step.get("calls") or []:
             if isinstance(call, dict):
-                out.append(f"  call {_plain(call.get('name'))}({_cut(_json(call.get('arguments')), max_chars)}) -> "
+                out.append(f"  call {_plain(call.get('name'))}({_cut(plain_json(call.get('arguments')), max_chars)}) -> "
                            f"{_plain(call.get('status'), 60)}")
         results = [m for m in step.get("tool_results") or [] if isinstance(m, dict)]
         for msg in results:
             out += [f"  tool {_plain(msg.get('name'))}:", _indent(_cut(msg.get("content") or "", max_chars))]
-        feedback = _feedback(step)
-        if feedback:
-            out += ["  env:", _indent(_cut(feedback, max_chars))]
+        env_text = feedback(step)
+        if env_text:
+            out += ["  env:", _indent(_cut(env_text, max_chars))]
     if ep["episode"] is None:
         out.append("(episode not finished in this file)")
         return visible("\n".join(out))
@@ -241,9 +221,9 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     failed = (ep["episode"].get("extra") or {}).get("failed_request") if isinstance(ep["episode"].get("extra"), dict) else None
     if failed:
         out.append(f"  ended by the harness: {_plain(failed.get('cause'), 60)}: {_cut(_plain(failed.get('message'), 10_000), max_chars)}")
-    out.append(f"  answer:   {_cut(_json(record.get('answer')), max_chars)}")
-    out.append(f"  expected: {_cut(_json(record.get('expected')), max_chars)}")
-    score, problem = _verdict(index, record)
+    out.append(f"  answer:   {_cut(plain_json(record.get('answer')), max_chars)}")
+    out.append(f"  expected: {_cut(plain_json(record.get('expected')), max_chars)}")
+    score, problem = verdict(index, record)
     if problem:
         out.append(f"  evaluator: {problem}")
     else:
@@ -257,7 +237,7 @@ def format_episode(index: int, ep: dict[str, Any], max_chars: int = 1500) -> str
     return visible("\n".join(out))
 
 
-def _feedback(step: dict[str, Any]) -> str:
+def feedback(step: dict[str, Any]) -> str:
     """The env's text for the turn that is not a tool result (e.g. "No tool call found ...")."""
     observation = step.get("observation")
     if not isinstance(observation, str) or not observation:
@@ -274,132 +254,3 @@ def _feedback(step: dict[str, Any]) -> str:
                 kept.append(line)
         parts = [p for p in kept if p]
     return "\n".join(parts)
-
-
-# --------------------------------------------------------------------------------------------------
-# HTML
-# --------------------------------------------------------------------------------------------------
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem;color:#1d1d1f;max-width:1100px}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;font-size:.9rem}
-pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.5rem;border-radius:4px;margin:.3rem 0}
-details{border:1px solid #ddd;border-radius:6px;padding:.3rem .7rem;margin:.5rem 0}summary{cursor:pointer;font-weight:600}
-.ok{color:#0a7d27}.bad{color:#b3261e}.muted{color:#666;font-size:.85rem}.turn{border-left:3px solid #8ab4f8;padding-left:.6rem;margin:.6rem 0}
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _episode_html(index: int, ep: dict[str, Any]) -> str:
-    record = ep["episode"] or {}
-    score, problem = _verdict(index, record) if ep["episode"] is not None else (None, "episode not finished in this file")
-    verdict = ("unscored" if score is None else "success" if score.success else "failure")
-    css = "ok" if score is not None and score.success else "bad"
-    task_id = record.get("task_id") or (ep["reset"] or {}).get("task_id", "?")
-    parts = [f'<details id="ep-{index}"><summary>episode {index} · {_e(task_id)} · '
-             f'<span class="{css}">{verdict}</span> · {_e(record.get("turns", len(ep["steps"])))} turns</summary>']
-    if ep["reset"] is not None:
-        if isinstance(ep["reset"].get("system"), str):
-            parts.append(f"<details><summary>System message (the SOP)</summary><pre>{_e(ep['reset']['system'])}</pre></details>")
-        parts.append(f"<h4>Task input</h4><pre>{_e(ep['reset'].get('observation') or '')}</pre>")
-    for step in ep["steps"]:
-        parts.append(f'<div class="turn"><b>turn {_e(step.get("turn"))}</b> · {_e(step.get("status"))} · '
-                     f'reward {_e(_fmt(step.get("reward")))}')
-        agent = _agent_text(step.get("agent"))
-        if agent:
-            parts.append(f'<div class="muted">model: {_e(agent)}</div>')
-        parts.append(f"<pre>{_e(_action_text(step.get('action')))}</pre>")
-        calls = [c for c in step.get("calls") or [] if isinstance(c, dict)]
-        if calls:
-            parts.append("<table><tr><th>call</th><th>arguments</th><th>status</th></tr>" + "".join(
-                f"<tr><td>{_e(c.get('name'))}</td><td><code>{_e(_json(c.get('arguments')))}</code></td>"
-                f"<td>{_e(c.get('status'))}</td></tr>" for c in calls) + "</table>")
-        for msg in [m for m in step.get("tool_results") or [] if isinstance(m, dict)]:
-            parts.append(f'<div class="muted">tool {_e(msg.get("name"))}</div><pre>{_e(msg.get("content") or "")}</pre>')
-        feedback = _feedback(step)
-        if feedback:
-            parts.append(f'<div class="muted">env</div><pre>{_e(feedback)}</pre>')
-        parts.append("</div>")
-    if ep["episode"] is not None:
-        end = f"truncated ({record.get('truncation_cause')})" if record.get("truncated") else "terminated"
-        parts.append(f"<h4>End: {_e(end)} · reward {_e(_fmt(record.get('reward')))}</h4>")
-        if problem:
-            parts.append(f'<p class="bad">evaluator: {_e(problem)}</p>')
-        else:
-            answer = record.get("answer") if isinstance(record.get("answer"), dict) else {}
-            expected = record.get("expected") if isinstance(record.get("expected"), dict) else {}
-            parts.append("<table><tr><th>field</th><th>answer</th><th>expected</th><th>verdict</th></tr>" + "".join(
-                f"<tr><td>{_e(name)}</td><td>{_e(_json(answer.get(name)))}</td><td>{_e(_json(expected.get(name)))}</td>"
-                f'<td class="{"ok" if ok else "bad"}">{"right" if ok else "wrong"}</td></tr>'
-                for name, ok in score.fields.items()) + "</table>")
-            parts.append(f'<p>evaluator: success={score.success} · completed={score.completed} · state_ok={score.state_ok} · '
-                         f"infrastructure_failure={score.infrastructure_failure}</p>")
-        components = record.get("reward_components")
-        if isinstance(components, dict) and components:
-            parts.append("<p class=\"muted\">reward components: " + " · ".join(f"{_e(k)} {_e(_fmt(v))}" for k, v in components.items()) + "</p>")
-    parts.append("</details>")
-    return "\n".join(parts)
-
-
-def episodes_html(path: str, run: dict[str, Any] | None, episodes: dict[int, dict[str, Any]], indices: Sequence[int]) -> str:
-    """A self-contained page of the given episodes: a summary table, then one collapsible block each."""
-    rows = []
-    for i in indices:
-        ep = episodes[i]
-        record = ep["episode"] or {}
-        score, _ = _verdict(i, record) if ep["episode"] is not None else (None, None)
-        tokens = sum((s.get("agent") or {}).get("completion_tokens") or 0 for s in ep["steps"] if isinstance(s.get("agent"), dict))
-        verdict = "unscored" if score is None else "success" if score.success else "failure"
-        rows.append(f'<tr><td><a href="#ep-{i}">{i}</a></td><td>{_e(record.get("env_id", ""))}</td>'
-                    f'<td>{_e(record.get("task_id") or (ep["reset"] or {}).get("task_id", ""))}</td>'
-                    f'<td class="{"ok" if score is not None and score.success else "bad"}">{verdict}</td>'
-                    f'<td>{_e(record.get("turns", len(ep["steps"])))}</td><td>{_e(record.get("truncation_cause") or "")}</td>'
-                    f"<td>{tokens or ''}</td></tr>")
-    identity = f"<pre>{_e(json.dumps(run.get('identity'), indent=1, ensure_ascii=False))}</pre>" if run else ""
-    successes = sum('class="ok">success' in r for r in rows)
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>sopgym episodes: "
-        f"{_e(path)}</title><style>{_CSS}</style></head><body>\n<h1>Episodes of {_e(path)}</h1>\n"
-        f"<p>{len(indices)} episodes, {successes} successes (the evaluator's verdict).</p>\n"
-        + (f"<details><summary>run configuration</summary>{identity}</details>\n" if identity else "")
-        + "<table><tr><th>#</th><th>env</th><th>task</th><th>verdict</th><th>turns</th><th>truncated</th>"
-        "<th>completion tokens</th></tr>\n" + "\n".join(rows) + "</table>\n"
-        + "\n".join(_episode_html(i, episodes[i]) for i in indices) + "\n</body></html>\n"
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# The command
-# --------------------------------------------------------------------------------------------------
-def cmd_show(args: argparse.Namespace) -> int:
-    try:
-        run, episodes = read_trajectory(args.path)
-    except (OSError, ValueError) as exc:
-        print(f"sopgym show: {visible(str(exc), newlines=False)}", file=sys.stderr)
-        return 2
-    if not episodes:
-        print(f"sopgym show: no episodes in {args.path} (expected lines with an episode_index)", file=sys.stderr)
-        return 2
-    indices = sorted(episodes)
-    missing = [i for i in args.episode or [] if i not in episodes]
-    if missing:
-        print(f"sopgym show: no episode {missing[0]} in {args.path}; it has episodes {indices[0]}..{indices[-1]} "
-              f"({len(indices)} in all)", file=sys.stderr)
-        return 2
-    if args.html:
-        chosen = list(args.episode) if args.episode else indices
-        try:
-            with open(args.html, "w", encoding="utf-8") as f:
-                f.write(episodes_html(args.path, run, episodes, chosen))
-        except OSError as exc:
-            print(f"sopgym show: cannot write {args.html}: {exc}", file=sys.stderr)
-            return 2
-        print(f"{len(chosen)} episodes: {args.html}")
-        return 0
-    chosen = list(args.episode) if args.episode else [indices[0]]
-    print("\n\n".join(format_episode(i, episodes[i], args.max_chars) for i in chosen))
-    if not args.episode and len(indices) > 1:
-        print(f"\n({len(indices)} episodes in this file: {indices[0]}..{indices[-1]}; pick one with --episode i)")
-    return 0

@@ -127,3 +127,20 @@ def test_show_text_takes_one_file_and_html_several(runs, tmp_path, capsys):
     assert "expected one trajectory file for text output, got 2" in capsys.readouterr().err
     assert cli.main(["show", str(files["oracle"]), str(files["oracle"]), "--html", str(tmp_path / "v.html")]) == 0
     assert [r["name"] for r in viewer_document(tmp_path / "v.html")["runs"]] == ["oracle", "oracle #2"]
+
+
+def _report_links(folder):
+    text = (folder / "leaderboard.md").read_text()
+    return re.findall(r"\]\((viewer\.html#[^)\s]+)\)", text)
+
+
+def test_report_viewer_links_each_headline_cell_to_a_view_of_its_run_and_env(runs, tmp_path):
+    files, _ = runs
+    results = [files[p].with_suffix(".json") for p in ("oracle", "random")]
+    assert cli.main(["report", *map(str, results), "--out", str(tmp_path / "rep"), "--no-plots", "--viewer"]) == 0
+    doc = viewer_document(tmp_path / "rep" / "viewer.html")
+    names, envs = {r["name"] for r in doc["runs"]}, {e["env"] for e in doc["episodes"]}
+    views = [dict(parse_qsl(link.split("#", 1)[1])) for link in _report_links(tmp_path / "rep")]
+    assert len(views) == len(names) * (len(envs) + 1)  # a cell per run and env, and the run's suite cell
+    assert all(v["run"] in names and v.get("env", next(iter(envs))) in envs for v in views)
+    assert {(v["run"], v.get("env")) for v in views} == {(n, e) for n in names for e in [*envs, None]}

@@ -171,6 +171,21 @@ def test_an_address_lands_on_the_episode(browser, viewer):
     assert len(_rows(browser)) == sum(e["run"] == ep["run"] for e in doc["episodes"])  # the run filter applied
 
 
+def test_a_report_link_lands_on_the_episodes_behind_it(browser, viewer, tmp_path):
+    import re
+
+    page, _ = viewer
+    folder = page.parent
+    results = [str(folder / f"{p}.json") for p in ("oracle", "random")]
+    assert cli.main(["report", *results, "--out", str(tmp_path / "rep"), "--no-plots", "--viewer"]) == 0
+    doc = viewer_document(tmp_path / "rep" / "viewer.html")
+    link = next(x for x in re.findall(r"\]\((viewer\.html#[^)\s]+)\)", (tmp_path / "rep" / "leaderboard.md").read_text())
+                if "random" in x and "Customer" in x)
+    _open(browser, tmp_path / "rep", "/" + link)
+    assert _rows(browser) == [_key(doc, e) for e in doc["episodes"]
+                              if doc["runs"][e["run"]]["name"] == "random" and e["env"] == STATEFUL] != []
+
+
 def test_two_runs_side_by_side_mark_diverging_replies_and_differing_verdicts(browser, viewer, tmp_path):
     from selenium.webdriver.common.by import By
 

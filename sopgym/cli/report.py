@@ -16,6 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("results", nargs="+", help="results JSON files (one per model/run)")
     parser.add_argument("--out", required=True, help="folder for leaderboard.md, leaderboard.csv and the PNG plots")
     parser.add_argument("--no-plots", action="store_true", help="tables only")
+    parser.add_argument("--viewer", action="store_true",
+                        help="also write viewer.html (every episode of the runs' trajectory files) and link each "
+                             "leaderboard cell to its episodes there")
     return parser
 
 
@@ -28,13 +31,15 @@ def main(argv: list[str]) -> int:
         print(f"sopgym report: --out {args.out!r} is a file; expected a folder", file=sys.stderr)
         return 2
     try:
-        written = build_report(args.results, args.out, plots=not args.no_plots)
+        written = build_report(args.results, args.out, plots=not args.no_plots, viewer=args.viewer)
     except (OSError, ValueError) as exc:
         print(f"sopgym report: {exc}", file=sys.stderr)
         return 2
     print(written["markdown"].read_text(encoding="utf-8"))
     for key in ("markdown", "csv"):
         print(f"{key}: {written[key]}")
+    if written["viewer"]:
+        print(f"viewer: {written['viewer']}")
     for path in written["plots"]:
         print(f"plot: {path}")
     for note in written["notes"]:

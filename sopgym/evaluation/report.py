@@ -328,7 +328,16 @@ def _ranks(names: Sequence[str], scores: dict[str, float | None]) -> list[tuple[
     return out + [("-", n) for n in names if scores[n] is None]
 
 
-def _headline(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison) -> list[str]:
+def _linked(text: str, viewer: str | None, name: str, env: str | None = None) -> str:
+    """A headline cell as a link to its episodes in the viewer (``sopgym report --viewer``), else as it is."""
+    if viewer is None:
+        return text
+    from .viewer import viewer_link
+
+    return f"[{text}]({viewer_link(viewer, run=name, env=env)})"
+
+
+def _headline(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison, viewer: str | None = None) -> list[str]:
     by_key = {(r["model"], r["env"]): r for r in rows}
     envs, ranked = comparison.envs, comparison.ranked_envs
     extra = [f"ranked mean ({envs_count(len(ranked))})"] if ranked else []
@@ -337,8 +346,8 @@ def _headline(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comp
            "|---" * (len(envs) + 4 + len(extra)) + "|"]
     for rank, name in _ranks(names, comparison.scores):
         suite = by_key[(name, "suite")]
-        cells = [_with_ci(by_key[(name, e)]) if (name, e) in by_key else "" for e in envs]
-        line = (f"| {rank} | {markdown_cell(name)} | " + " | ".join(cells) + f" | {_with_ci(suite)} | "
+        cells = [_linked(_with_ci(by_key[(name, e)]), viewer, name, e) if (name, e) in by_key else "" for e in envs]
+        line = (f"| {rank} | {markdown_cell(name)} | " + " | ".join(cells) + f" | {_linked(_with_ci(suite), viewer, name)} | "
                 f"{_f(suite['infrastructure_failure_rate'])} |")
         if extra:
             line += f" {_f(comparison.scores[name]) if comparison.scores[name] is not None else NOT_MEASURED} |"
@@ -346,7 +355,7 @@ def _headline(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comp
     return out
 
 
-def _markdown(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison) -> str:
+def _markdown(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comparison, viewer: str | None = None) -> str:
     out = ["# Leaderboard", ""]
     if comparison.differences:
         out += ["## The runs differ", "", "Settings and software that differ from the first run's; figures of runs "
@@ -357,7 +366,9 @@ def _markdown(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comp
             f"all of whose episodes did reads \"{NOT_MEASURED}\")."
             + (" Rows are ranked by the suite mean." if comparison.ranked_envs is None else ""), ""]
     out += [*comparison.notes, ""] if comparison.notes else []
-    out += _headline(names, rows, comparison)
+    if viewer is not None:
+        out += [f"Each cell links to its episodes in [{viewer}]({viewer}) (search, filters, runs side by side).", ""]
+    out += _headline(names, rows, comparison, viewer)
     compat = [r for r in rows if r["sopbench_compat_task_success_rate"] is not None and r["env"] != "suite"]
     if compat:
         out += ["", "## SOP-Bench: strict vs sopbench-compat", "",
@@ -383,15 +394,33 @@ def _markdown(names: Sequence[str], rows: list[dict[str, Any]], comparison: Comp
     return "\n".join(out) + "\n"
 
 
-def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, plots: bool = True) -> dict[str, Any]:
+def _trajectories(path: str | os.PathLike, results: dict[str, Any]) -> Path:
+    """The trajectory file of a results file: its ``run.trajectories``, as written (relative to where the
+    run was started) or beside the results file."""
+    given = (results.get("run") or {}).get("trajectories") if isinstance(results.get("run"), dict) else None
+    if not isinstance(given, str) or not given:
+        raise ValueError(f"{path}: --viewer needs the run's trajectory file, and run.trajectories names none")
+    for candidate in (Path(given), Path(path).parent / given, Path(path).parent / Path(given).name):
+        if candidate.is_file():
+            return candidate
+    raise ValueError(f"{path}: its trajectory file {given!r} is neither where it was written nor beside the results file")
+
+
+def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, plots: bool = True,
+                 viewer: bool = False) -> dict[str, Any]:
     """Write the leaderboard (and plots) for the results files ``paths`` into ``out_dir``.
+
+    Args:
+        viewer: also write ``viewer.html`` (:mod:`.viewer`: every episode of the runs' trajectory files)
+            and make each headline cell a link to its episodes there.
 
     Returns:
         ``{"markdown": path, "csv": path, "plots": [paths], "plots_skipped": reason or None,
-        "notes": [what a plot left out, and why]}``.
+        "notes": [what a plot left out, and why], "viewer": path or None}``.
 
     Raises:
-        ValueError: no files, or a file that is not a results file.
+        ValueError: no files, or a file that is not a results file; with ``viewer``, a trajectory file
+            that cannot be found or read.
     """
     if not paths:
         raise ValueError("expected at least one results file")
@@ -401,14 +430,21 @@ def build_report(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike,
     comparison = compare_runs(names, runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    page = None
+    if viewer:
+        from .viewer import write_viewer
+
+        page = out / "viewer.html"
+        write_viewer([_trajectories(p, r) for p, r in zip(paths, runs)], page, names=names)
     markdown = out / "leaderboard.md"
-    markdown.write_text(_markdown(names, rows, comparison), encoding="utf-8")
+    markdown.write_text(_markdown(names, rows, comparison, page.name if page else None), encoding="utf-8")
     table = out / "leaderboard.csv"
     with open(table, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows({k: ("" if r[k] is None else csv_cell(r[k])) for k in CSV_COLUMNS} for r in rows)
-    written: dict[str, Any] = {"markdown": markdown, "csv": table, "plots": [], "plots_skipped": None, "notes": []}
+    written: dict[str, Any] = {"markdown": markdown, "csv": table, "plots": [], "plots_skipped": None, "notes": [],
+                               "viewer": page}
     if plots:
         try:
             from .report_plots import write_plots

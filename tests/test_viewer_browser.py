@@ -245,3 +245,19 @@ def test_what_a_model_wrote_is_shown_as_text_never_run(browser, tmp_path):
     assert browser.find_elements(By.CSS_SELECTOR, "img, #detail script") == []
     assert browser.execute_script("return [...document.querySelectorAll('b')].filter(b => b.textContent === 'bold').length") == 0
     assert browser.find_element(By.CSS_SELECTOR, "#detail pre.reply").get_attribute("textContent") == hostile
+
+
+def test_a_record_field_that_differs_from_the_expected_state_is_marked(browser, viewer, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    page, _ = viewer
+    lines = [json.loads(x) for x in (page.parent / "oracle.jsonl").read_text().splitlines()]
+    end = next(x for x in lines if x.get("type") == "episode" and x["env_id"] == STATEFUL and x["final_state"]["tickets"])
+    end["final_state"]["tickets"][0]["status"] = "closed" if end["expected_state"]["tickets"][0]["status"] != "closed" else "open"
+    kept = [x for x in lines if x.get("episode_index") == end["episode_index"]]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in kept))
+    assert cli.main(["show", str(tmp_path / "t.jsonl"), "--html", str(tmp_path / "p.html")]) == 0
+    _open(browser, tmp_path / "p.html", f"#episode={end['episode_index']}")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#detail .state tr.mismatch")
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in rows] == ["status"]
+    assert browser.find_element(By.CSS_SELECTOR, "#detail .episode-head .badge").text == "failure"

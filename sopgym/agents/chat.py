@@ -22,8 +22,8 @@ env's chat into those requests and the answers into env actions, one round of th
   request the server refuses outright (a 4xx such as tools without auto tool choice) raises
   :class:`ServerRefused` out of the run: no retry or other episode can fix the configuration.
 * **Accounting**: per turn, prompt and completion tokens, latency, ``finish_reason`` (``length``:
-  cut by ``max_tokens``), attempts, ``truncated`` (``max_reply_bytes``: cut by the client's byte cap)
-  and, when the server's counts were dropped, ``usage_warnings``; per episode their sums and, with
+  cut by ``max_tokens``), attempts, ``truncated`` (``max_reply_bytes``: cut by the client's byte cap),
+  ``cached`` (answered by the response cache, :mod:`.response_cache`) and, when the server's counts were dropped, ``usage_warnings``; per episode their sums and, with
   prices, the cost. They go to ``EpisodeResult.extra`` (``turns``: one entry per env turn;
   ``model``: the episode's totals) and from there into the trajectory lines.
 """
@@ -83,6 +83,8 @@ class Completion:
         truncated: ``max_reply_bytes`` when the client cut the reply at its byte cap (the server
             ignored ``max_tokens``), else None.
         usage_warnings: why reported token counts were dropped (recorded as missing).
+        cached: the answer came from the response cache (:mod:`.response_cache`): no request was
+            sent (``attempts`` 0, ``latency_s`` 0).
     """
 
     message: dict[str, Any]
@@ -93,6 +95,7 @@ class Completion:
     attempts: int = 1
     truncated: str | None = None
     usage_warnings: tuple[str, ...] = ()
+    cached: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,12 +256,10 @@ class _Episode:
 
 def usage_totals(turns: Sequence[dict[str, Any]], prices: Prices | None = None) -> dict[str, Any]:
     """An episode's (or a run's) totals from per-turn entries: tokens (None when any turn lacks them),
-    latency, requests, turns cut by ``max_tokens`` and by the reply byte cap, and the cost when prices
-    are given."""
-    prompt = [t.get("prompt_tokens") for t in turns]
-    completion = [t.get("completion_tokens") for t in turns]
-    prompt_total = None if any(x is None for x in prompt) else int(sum(prompt))
-    completion_total = None if any(x is None for x in completion) else int(sum(completion))
+    latency, requests, turns cut by ``max_tokens`` and by the reply byte cap, turns answered from the
+    response cache, and the cost when prices are given (of the turns asked of the model: a cached
+    answer costs nothing)."""
+    prompt_total, completion_total = _token_totals(turns)
     totals: dict[str, Any] = {
         "requests": int(sum(t.get("attempts", 1) for t in turns)),
         "turns": len(turns),
@@ -267,10 +268,19 @@ def usage_totals(turns: Sequence[dict[str, Any]], prices: Prices | None = None) 
         "latency_s": float(sum(t.get("latency_s") or 0.0 for t in turns)),
         "max_tokens_cuts": sum(t.get("finish_reason") == "length" for t in turns),
         "reply_byte_cuts": sum(t.get("truncated") == "max_reply_bytes" for t in turns),
+        "cached_turns": sum(bool(t.get("cached")) for t in turns),
     }
     if prices is not None:
-        totals["cost_usd"] = prices.cost(prompt_total, completion_total)
+        totals["cost_usd"] = prices.cost(*_token_totals([t for t in turns if not t.get("cached")]))
     return totals
+
+
+def _token_totals(turns: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
+    """Summed prompt and completion tokens (each None when a turn lacks its count)."""
+    prompt = [t.get("prompt_tokens") for t in turns]
+    completion = [t.get("completion_tokens") for t in turns]
+    return (None if any(x is None for x in prompt) else int(sum(prompt)),
+            None if any(x is None for x in completion) else int(sum(completion)))
 
 
 class ChatAgent:
@@ -350,6 +360,8 @@ class ChatAgent:
                     "truncated": answer.truncated}
             if answer.usage_warnings:
                 turn["usage_warnings"] = list(answer.usage_warnings)
+            if answer.cached:
+                turn["cached"] = True
             ep.turns.append(turn)
             actions.append(reply_action(answer.message))
         return actions

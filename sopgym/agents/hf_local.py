@@ -165,6 +165,16 @@ class HFChatModel:
                                                   add_generation_prompt=True, **self._template_kwargs)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def cache_key(self, request: ChatRequest) -> dict[str, Any]:
+        """What makes this request's answer (the response cache's key, :mod:`.response_cache`): the model,
+        dtype, sampling, context limit and template settings, the messages, tools and seed (not the
+        device or the thread count)."""
+        settings = {key: value for key, value in asdict(self.config).items() if key not in ("device", "threads")}
+        settings["max_context"] = self.max_context
+        settings["dtype"] = str(next(self.model.parameters()).dtype).replace("torch.", "")
+        return {"policy": "hf", "settings": settings, "messages": request.messages, "tools": request.tools,
+                "seed": request.seed}
+
     def complete_batch(self, requests: Sequence[ChatRequest]) -> list[Completion | RequestFailed]:
         """One batched generation for every request that fits the context."""
         import torch

@@ -423,6 +423,13 @@ class OpenAIChatModel:
             body["stream_options"] = {"include_usage": True}
         return body
 
+    def cache_key(self, request: ChatRequest) -> dict[str, Any]:
+        """What makes this request's answer (the response cache's key, :mod:`.response_cache`): the body
+        as sent without the stream flags, the server's URL without credentials, the reply byte cap."""
+        body = {key: value for key, value in self._body(request).items() if key not in ("stream", "stream_options")}
+        return {"policy": "openai", "base_url": self.config.public()["base_url"], "body": body,
+                "max_reply_bytes": self.config.max_reply_bytes}
+
     def _complete(self, request: ChatRequest) -> Completion | RequestFailed:
         openai = self._openai
         cfg = self.config

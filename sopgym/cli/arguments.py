@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["int_at_least", "positive_int", "non_negative_int", "number_in", "json_object", "parse_env_args"]
+__all__ = ["int_at_least", "positive_int", "non_negative_int", "number_in", "json_object", "duration", "parse_env_args"]
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -58,6 +58,27 @@ def json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({exc})") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration(text: str) -> float | str:
+    """An argparse type: a duration > 0 in seconds (``90``, ``90s``, ``30m``, ``12h``, ``7d``, ``2w``), or
+    the string ``never``."""
+    if text.strip().lower() == "never":
+        return "never"
+    number, unit = text.strip(), "s"
+    if number and number[-1].lower() in _DURATION_UNITS:
+        number, unit = number[:-1], number[-1].lower()
+    try:
+        value = float(number) * _DURATION_UNITS[unit]
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 such as 3600, 90s, 30m, 12h, 7d, 2w, or never; "
+                                         f"got {text!r}")
     return value
 
 

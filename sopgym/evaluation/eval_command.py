@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from sopgym.cli.arguments import json_object, non_negative_int, number_in, parse_env_args, positive_int
+from sopgym.cli.arguments import duration, json_object, non_negative_int, number_in, parse_env_args, positive_int
 from sopgym.cli.tables import table as _table
 
 __all__ = ["add_eval_parser", "cmd_eval", "format_results", "format_suite", "parse_env_args", "check_output_paths",
@@ -35,6 +35,7 @@ _MODEL_OPTIONS = {
     "tools": MODEL_POLICIES, "history": MODEL_POLICIES, "request_timeout": ("openai",), "max_retries": ("openai",),
     "server_wait": ("openai",), "no_stream": ("openai",), "max_reply_bytes": ("openai",), "price_prompt": MODEL_POLICIES,
     "price_completion": MODEL_POLICIES, "device": ("hf",), "dtype": ("hf",), "threads": ("hf",), "max_context": ("hf",),
+    "cache": MODEL_POLICIES,
 }
 
 
@@ -146,6 +147,13 @@ def add_eval_parser(subparsers) -> argparse.ArgumentParser:
     model.add_argument("--threads", type=_positive_int, default=None, help="hf: torch threads")
     model.add_argument("--max-context", type=_positive_int, default=None,
                        help="hf: prompt + reply tokens at most (default: the model's max_position_embeddings)")
+    model.add_argument("--cache", default=None, metavar="DIR",
+                       help="answer requests from the response cache in DIR (DIR/responses.sqlite3, created) and store "
+                            "new whole answers there: a re-run with the same settings asks the model nothing; the key "
+                            "is the exact request (model, messages, tools, sampling, seed)")
+    model.add_argument("--cache-expiry", type=duration, default=None, metavar="DURATION",
+                       help="with --cache: entries older than this miss (3600, 90s, 30m, 12h, 7d, 2w or never; "
+                            "default 7d)")
     parser.set_defaults(func=cmd_eval)
     return parser
 
@@ -207,6 +215,8 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
         ]
         if usage.get("reply_byte_cuts"):
             rows.append(["turns cut by --max-reply-bytes", str(usage["reply_byte_cuts"]), f"of {usage['turns']}"])
+        if usage.get("cached_turns"):
+            rows.append(["turns answered from --cache", str(usage["cached_turns"]), f"of {usage['turns']} (no request sent)"])
         if usage.get("usage_dropped_turns"):
             rows.append(["turns with token counts dropped", str(usage["usage_dropped_turns"]), "(not sane integers)"])
         if "cost_usd" in usage:
@@ -308,9 +318,27 @@ def _check_model_options(args: argparse.Namespace) -> str | None:
         return "--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model (the served model name)"
     if args.policy == "hf" and not args.model:
         return "--policy hf needs --model (a hub id, a local folder or a .gguf file)"
+    if args.cache_expiry is not None and not args.cache:
+        return "--cache-expiry applies to the response cache: give --cache DIR too"
     if (args.price_prompt is None) != (args.price_completion is None):
         return "give both --price-prompt and --price-completion (USD per million tokens), or neither"
     return None
+
+
+def open_cache(args: argparse.Namespace) -> Any:
+    """The :class:`~sopgym.agents.response_cache.ResponseCache` of ``--cache DIR`` (None without it).
+
+    Raises:
+        ValueError: the cache file is not a usable cache (:class:`~sopgym.agents.response_cache.CacheError`,
+            naming the file).
+    """
+    if not getattr(args, "cache", None):
+        return None
+    from sopgym.agents.response_cache import DEFAULT_EXPIRY_S, ResponseCache
+
+    expiry = getattr(args, "cache_expiry", None)
+    expiry = DEFAULT_EXPIRY_S if expiry is None else None if expiry == "never" else expiry
+    return ResponseCache(args.cache, expiry)
 
 
 def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -325,6 +353,7 @@ def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
 
     prices = Prices(args.price_prompt, args.price_completion) if args.price_prompt is not None else None
     history = None if args.history == "auto" else args.history
+    cache = open_cache(args)  # before the model loads: a damaged cache file is refused at once
     if args.policy == "openai":
         from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
 
@@ -362,6 +391,10 @@ def build_model_agent(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
             tools_mode = args.tools
         history = history or "text"  # a local model reads back exactly the text it wrote
         identity = {key: value for key, value in model.describe()["settings"].items() if key not in ("device", "threads")}
+    if cache is not None:
+        from sopgym.agents.response_cache import CachedChatModel
+
+        model = CachedChatModel(model, cache)
     agent = ChatAgent(model, tools_mode=tools_mode, history=history, seed=args.model_seed, prices=prices)
     identity.update({"tools_mode": agent.tools_mode, "history": agent.history, "model_seed": args.model_seed})
     return agent, identity

@@ -162,7 +162,7 @@ def _check_model_totals(where: str, totals: Any) -> None:
     if not isinstance(totals, Mapping):
         raise ValueError(f"{where}: extra.model is {_kind(totals)}, expected an object")
     for key in ("requests", "turns", "prompt_tokens", "completion_tokens", "max_tokens_cuts", "reply_byte_cuts",
-                "latency_s", "cost_usd"):
+                "cached_turns", "latency_s", "cost_usd"):
         value = totals.get(key)
         integer = key not in ("latency_s", "cost_usd")
         ok = value is None or (not isinstance(value, bool) and isinstance(value, int if integer else (int, float))
@@ -436,7 +436,8 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
     """A model's usage over episodes (None when no episode carries any): totals, per-episode and
     per-turn means, turn latency percentiles, turns cut by ``max_tokens`` or by the reply byte cap,
-    turns whose reported token counts were dropped, failed requests, cost."""
+    turns whose reported token counts were dropped, turns answered from the response cache (left out
+    of the latency figures: no request was sent), failed requests, cost."""
     models = [o.extra["model"] for o in outcomes if isinstance(o.extra.get("model"), Mapping)]
     if not models:
         return None
@@ -446,7 +447,8 @@ def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
         values = [m.get(key) for m in models]
         return None if any(v is None for v in values) else sum(values)
 
-    latencies = [float(t["latency_s"]) for t in turns if isinstance(t.get("latency_s"), (int, float))]
+    latencies = [float(t["latency_s"]) for t in turns
+                 if isinstance(t.get("latency_s"), (int, float)) and not t.get("cached")]
     num_turns = len(turns)
     prompt, completion = total("prompt_tokens"), total("completion_tokens")
     failed = [o.extra.get("failed_request") for o in outcomes if o.extra.get("failed_request")]
@@ -466,6 +468,7 @@ def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
         "max_tokens_cut_rate": (sum(t.get("finish_reason") == "length" for t in turns) / num_turns) if num_turns else None,
         "reply_byte_cuts": sum(t.get("truncated") == "max_reply_bytes" for t in turns),
         "usage_dropped_turns": sum(bool(t.get("usage_warnings")) for t in turns),
+        "cached_turns": sum(bool(t.get("cached")) for t in turns),
         "finish_reasons": dict(sorted(_count(str(t.get("finish_reason")) for t in turns).items())),
         "failed_requests": {"inference": sum(f.get("cause") == "inference" for f in failed),
                             "context_budget": sum(f.get("cause") == "context_budget" for f in failed)},

@@ -114,3 +114,24 @@ def test_the_results_say_how_the_tools_reached_the_model():
     described = ChatAgent(chat_model(), tools_mode="native", history="text").describe()
     assert (described["policy"], described["tools_via"], described["template_renders_tools"]) == ("hf", "chat_template", True)
     assert ChatAgent(chat_model(), tools_mode="prompt").describe()["tools_via"] == "system_message"
+
+
+def test_a_cached_rerun_generates_nothing_and_a_changed_setting_misses(tmp_path, monkeypatch):
+    from sopgym.agents.response_cache import CachedChatModel, ResponseCache
+
+    local = chat_model()
+    calls = []
+    generate = local.sampler.generate
+    monkeypatch.setattr(local.sampler, "generate", lambda *a, **k: calls.append(len(a[0])) or generate(*a, **k))
+    cached = CachedChatModel(local, ResponseCache(tmp_path))
+    first = run(ChatAgent(cached, tools_mode="native", history="text"))
+    generated = len(calls)
+    again = run(ChatAgent(cached, tools_mode="native", history="text"))
+    assert generated > 0 and len(calls) == generated  # not one generate call the second time
+    assert [r.record for r in first] == [r.record for r in again]
+    assert all(t["cached"] for r in again for t in r.extra["turns"])
+    request = ChatRequest([{"role": "user", "content": "hi"}])
+    keys = {str(m.cache_key(request)) for m in (local, chat_model(temperature=0.5), chat_model(max_tokens=9),
+                                                 chat_model(top_p=0.9))}
+    assert len(keys) == 4
+    assert chat_model(device="cpu").cache_key(request) == local.cache_key(request)  # nor does naming the device

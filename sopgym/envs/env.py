@@ -20,6 +20,8 @@ import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from sopgym.sandboxes import Outcome, ToolBox
+from sopgym.sandboxes.availability import BackendNeed, Fix, docker_problem
+from sopgym.sandboxes.base import Tier
 from sopgym.sandboxes.factory import make_code_runner, make_stateful_backend
 from sopgym.sandboxes.schema import SchemaError, validate
 from sopgym.sop_tasks.pack import SPLITS, SUBMIT_TOOL, DomainPack, Task
@@ -304,6 +306,20 @@ class SOPEnv(gym.Env):
         if self.render_mode != "ansi" or self._task is None:
             return None
         return rendering.transcript(self._messages)
+
+    def backend_needs(self) -> list[BackendNeed]:
+        """The backends this env's episodes will need, checked before a run starts
+        (:mod:`sopgym.evaluation.preflight`): Docker for the code runner (``code_runner="docker"``, when the
+        pack has code tools) and for ``sandbox="docker"`` (when it has stateful tools)."""
+        needs = []
+        if self.pack.verifiable is not None and self.code_runner == "docker":
+            code_tools = ", ".join(t.name for t in self.pack.tools if t.tier is Tier.VERIFIABLE)
+            needs.append(BackendNeed("Docker", f"its code runner for {code_tools}", docker_problem, (Fix(
+                {"code_runner": "inprocess"}, "runs the agent's code on this host as your user: trusted code only"),)))
+        if self.pack.program is not None and self.sandbox == "docker":
+            needs.append(BackendNeed("Docker", "its stateful tools, sandbox='docker'", docker_problem, (Fix(
+                {"sandbox": "inprocess"}, "the stateful tools' database in this process"),)))
+        return needs
 
     def close(self) -> None:
         if self._toolbox is not None:

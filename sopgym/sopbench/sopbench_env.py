@@ -23,15 +23,26 @@ from typing import Any
 from sopgym.envs.env import SOPEnv
 from sopgym.envs.parsing import parse_reply
 from sopgym.envs.policies import format_call
+from sopgym.sandboxes.availability import BackendNeed, Fix, docker_problem
+from sopgym.sandboxes.base import SandboxError
 from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack
 
 from .adapter import get_registered
 from .prompts import PROMPT_STYLES, UPSTREAM_MAX_TURNS, final_decision, upstream_user_message
 from .replay import Recording, RecordingDrift
-from .runners import RUNNERS, host_pandas_version, make_runner, runner_pandas_version
+from .runners import RUNNERS, check_pandas_version, host_pandas_version, make_runner, runner_pandas_version
 from .sopbench_toolbox import TOOL_MODES, SopBenchToolBox
 
 __all__ = ["SopBenchEnv"]
+
+
+def _host_pandas_problem() -> str | None:
+    """Why this interpreter's pandas cannot run SOP-Bench's tools (None when it can)."""
+    try:
+        check_pandas_version(host_pandas_version(), "this interpreter")
+    except SandboxError as exc:
+        return f"{exc}: pip install 'pandas>=2'"
+    return None
 
 
 class SopBenchEnv(SOPEnv):
@@ -96,6 +107,32 @@ class SopBenchEnv(SOPEnv):
                 return None
             warnings.warn(f"{self.drift}; replaying it anyway (allow_drift=True)", stacklevel=3)
         return rec
+
+    def backend_needs(self) -> list[BackendNeed]:
+        """:meth:`SOPEnv.backend_needs`, plus the tools runner when calls may run live (the checkout's
+        ``tools.py``: in Docker by default, else this interpreter's pandas), and a warning-only need when
+        the checkout has no ``tools.py`` (only recorded calls can be answered)."""
+        needs = super().backend_needs()
+        domain, name = self.registered.domain, f"sopbench/{self.registered.domain.name}"
+        if not domain.has_tools:
+            recorded = "only recorded calls are answered" if self.recording else "there is no recording either"
+            needs.append(BackendNeed("tools.py", f"its tools ({name} is a data-only folder)",
+                                     lambda: f"tools.py missing: {recorded}; every other tool call is an "
+                                             "infrastructure failure (a checkout with tools.py: docs/sopbench.md)",
+                                     warning_only=True))
+            return needs
+        if self.tool_mode == "replay":
+            return needs
+        user = f"its tools ({name}'s tools.py{', unrecorded calls' if self.tool_mode == 'auto' and self.recording else ''})"
+        if self.tools_runner != "docker":
+            needs.append(BackendNeed(f"pandas ({self.tools_runner} runner)", user, _host_pandas_problem))
+            return needs
+        fixes = [Fix({"tools_runner": "subprocess", "trust_tools_code": True},
+                     "runs the checkout's tools.py on this host, unsandboxed, with this interpreter's pandas")]
+        if self.recording is not None:
+            fixes.append(Fix({"tool_mode": "replay"}, "recorded calls only: any other call is an infrastructure failure"))
+        needs.append(BackendNeed("Docker", user, docker_problem, tuple(fixes)))
+        return needs
 
     def _make_toolbox(self) -> SopBenchToolBox:
         domain = self.registered.domain

@@ -12,7 +12,10 @@ __all__ = ["DaemonUnreachable", "ImageMissing", "ContainerLost", "ChannelTimeout
 
 
 class DaemonUnreachable(SandboxUnavailable):
-    """The Docker daemon did not answer (not running, wrong socket, no permission)."""
+    """The Docker daemon did not answer (not running, wrong socket, no permission). ``reason``: the
+    daemon's answer, without the message's hint."""
+
+    reason: str = ""
 
 
 class ImageMissing(SandboxUnavailable):

@@ -75,10 +75,13 @@ def connect(base_url: str | None = None, timeout: float = 10.0):
         client.ping()
         client.api.sopgym_url = url  # the unix socket path, which api.base_url no longer shows
     except Exception as exc:  # noqa: BLE001 - requests/urllib3/docker raise many types for "no daemon"
-        raise DaemonUnreachable(
-            f"Docker daemon at {url} did not answer a ping within {timeout:.0f} s: {exc}. "
-            "Start it (bash scripts/docker_setup.sh) or use sandbox='inprocess'."
-        ) from exc
+        reason = f"Docker daemon at {url} did not answer a ping within {timeout:.0f} s: {exc}"
+        error = DaemonUnreachable(
+            f"{reason}. Start it (bash scripts/docker_setup.sh), or do without it: sandbox='inprocess' for stateful "
+            "tools, code_runner='inprocess' for the code runner (trusted code only)."
+        )
+        error.reason = reason  # the daemon's answer without the hint (the pre-flight names the env's own fixes)
+        raise error from exc
     return client
 
 

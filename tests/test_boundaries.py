@@ -153,7 +153,8 @@ def _loaded_after(code: str, modules) -> list[str]:
 def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
     code = (
         "import sopgym.agents, sopgym.agents.openai_chat, sopgym.agents.hf_local, sopgym.agents.gguf\n"
-        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.evaluation.report\n"
+        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.cli.evaluate, sopgym.evaluation.report\n"
+        "import sopgym.evaluation.preflight\n"
     )
     assert _loaded_after(code, ("openai", "torch", "transformers", "matplotlib", "httpx", "httpx2")) == []
 

@@ -97,7 +97,8 @@ def test_a_run_with_out_writes_its_trajectory_beside_the_results_and_resumes_fro
 def test_the_results_file_is_written_as_episodes_finish(tmp_path, monkeypatch):
     """Each write of the results file is a whole, valid JSON document (written to a temporary file
     and renamed), holding the episodes finished so far."""
-    from sopgym.evaluation import eval_command, suite
+    from sopgym.cli import evaluate
+    from sopgym.evaluation import suite
 
     seen = []
     write = suite.write_results
@@ -107,7 +108,7 @@ def test_the_results_file_is_written_as_episodes_finish(tmp_path, monkeypatch):
         seen.append(json.loads(Path(path).read_text()))
 
     monkeypatch.setattr(suite, "write_results", spy)
-    monkeypatch.setattr(eval_command, "RESULTS_EVERY_S", 0.0)
+    monkeypatch.setattr(evaluate, "RESULTS_EVERY_S", 0.0)
     assert run(*PLAN, "--out", str(tmp_path / "r.json")) == 0
     finished = [s["run"]["episodes_finished"] for s in seen]
     assert finished == sorted(finished) and finished[0] < 3 and finished[-1] == 3

@@ -146,7 +146,8 @@ def test_resume_refuses_a_file_without_a_run_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model", "m"], "--model is an option of --policy openai or hf, not of 'oracle'"),
+    (["--policy", "openai", "--base-url", "http://x/v1", "--model", "m", "--device", "cpu"],
+     "--device is an option of --policy hf, not of 'openai'"),  # a built-in policy ignores them: test_eval_preflight.py
     (["--policy", "openai", "--model", "m"], "--policy openai needs --base-url"),
     (["--policy", "hf"], "--policy hf needs --model"),
     (["--policy", "hf", "--model", "m", "--base-url", "http://127.0.0.1:1/v1"], "--base-url is an option of --policy openai"),

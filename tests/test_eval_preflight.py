@@ -106,3 +106,15 @@ def test_a_baseline_takes_the_model_run_s_command_line_and_says_what_it_ignores(
            "--temperature, --max-tokens, --tools, --device" in err
     identity = json.loads(out.read_text())["config"]["identity"]
     assert identity["policy"] == policy and identity["model"] is None
+
+
+def test_envs_on_a_ray_cluster_are_warned_about_not_refused_for_this_host_s_backends(no_docker, monkeypatch, capsys):
+    """The cluster's hosts, not this one, run the envs: what this host lacks is a warning there."""
+    import sopgym.evaluation.runner as runner
+
+    monkeypatch.setattr(runner, "make_env_pool", lambda make_env, kind, **kwargs: runner.EnvPool(make_env))  # no cluster here
+    code = cli.main(["eval", "--env", CODE_RUNNER_ENVS[0], "--policy", "majority", "--episodes", "1", "--quiet",
+                     "--n-bootstrap", "0", "--workers", "1", "--ray-address", "ray://cluster:10001"])
+    err = capsys.readouterr().err
+    assert code == 0 and "cannot start" not in err
+    assert "warning: Docker:" in err and "checked on this host only; the envs run on the Ray cluster at ray://cluster:10001" in err

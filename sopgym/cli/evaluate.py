@@ -367,15 +367,25 @@ def plan_from_arguments(args: argparse.Namespace) -> EvalPlan:
 # --------------------------------------------------------------------------------------------------
 def _preflight(args: argparse.Namespace, plan: EvalPlan) -> tuple[Any, dict[str, Any] | None] | None:
     """Check the envs' backends and the model server before any episode, print every finding, and
-    return the agent and its model identity (None: refused; nothing was written). The agent is built after the backends pass,
-    except for a model server, which is probed anyway (quickly) so that one message names every problem.
+    return the agent and its model identity (None: refused; nothing was written). The agent is built
+    after the backends pass, except for a model server, which is probed anyway (quickly) so that one
+    message names every problem. With --ray-address the backends are checked here but only warned about.
 
     Raises:
         CommandError: the agent's settings (one line).
     """
-    from sopgym.evaluation.preflight import backend_findings, endpoint_findings, env_arg_flags, format_findings
+    from sopgym.evaluation.preflight import (
+        backend_findings,
+        checked_here,
+        endpoint_findings,
+        env_arg_flags,
+        format_findings,
+    )
 
-    findings = backend_findings(plan.needs, env_arg_flags) + plan.warnings
+    findings = backend_findings(plan.needs, env_arg_flags)
+    if args.ray_address is not None:  # the envs run on the cluster's hosts, not necessarily this one's backends
+        findings = checked_here(findings, f"the Ray cluster at {args.ray_address}")
+    findings += plan.warnings
     refused = any(f.refuse for f in findings)
     agent = model_identity = None
     if not refused or args.policy == "openai":  # a local model is not loaded for a run that will not start

@@ -31,7 +31,7 @@ from typing import Any
 
 from sopgym.sandboxes.availability import BackendNeed, Fix
 
-__all__ = ["Finding", "backend_needs", "backend_findings", "endpoint_findings", "oracle_turn_findings",
+__all__ = ["Finding", "backend_needs", "backend_findings", "checked_here", "endpoint_findings", "oracle_turn_findings",
            "format_findings", "python_kwargs", "env_arg_flags", "ORACLE_SAMPLE"]
 
 #: Unsolvable tasks the oracle is re-run on, without the turn limit, to say how many turns it needs.
@@ -79,6 +79,12 @@ def backend_findings(needs: Mapping[str, Sequence[BackendNeed]],
         lines += [f"  or do without it: {show_kwargs(fix.env_kwargs)} ({fix.cost})" for fix in fixes]
         findings.append(Finding(not warning_only, "\n".join(lines)))
     return findings
+
+
+def checked_here(findings: Sequence[Finding], where: str) -> list[Finding]:
+    """Backend findings for envs that run on other hosts (``where``: a Ray cluster): checked on this
+    host, which may lack what those hosts have, so warnings, never refusals."""
+    return [Finding(False, f"{f.message}\n  (checked on this host only; the envs run on {where})") for f in findings]
 
 
 def endpoint_findings(model: Any, base_url: str, model_name: str, wait_s: float) -> list[Finding]:

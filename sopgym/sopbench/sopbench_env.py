@@ -113,17 +113,17 @@ class SopBenchEnv(SOPEnv):
         ``tools.py``: in Docker by default, else this interpreter's pandas), and a warning-only need when
         the checkout has no ``tools.py`` (only recorded calls can be answered)."""
         needs = super().backend_needs()
-        domain, name = self.registered.domain, f"sopbench/{self.registered.domain.name}"
+        domain = self.registered.domain
         if not domain.has_tools:
-            recorded = "only recorded calls are answered" if self.recording else "there is no recording either"
-            needs.append(BackendNeed("tools.py", f"its tools ({name} is a data-only folder)",
-                                     lambda: f"tools.py missing: {recorded}; every other tool call is an "
-                                             "infrastructure failure (a checkout with tools.py: docs/sopbench.md)",
-                                     warning_only=True))
+            answered = ("only recorded calls are answered, any other is" if self.recording
+                        else "and there is no recording: every tool call is")
+            needs.append(BackendNeed("tools.py", "its tools: a data-only folder",
+                                     lambda: f"tools.py missing, {answered} an infrastructure failure (a checkout "
+                                             "with tools.py: docs/sopbench.md)", warning_only=True))
             return needs
         if self.tool_mode == "replay":
             return needs
-        user = f"its tools ({name}'s tools.py{', unrecorded calls' if self.tool_mode == 'auto' and self.recording else ''})"
+        user = f"its tools.py{', for unrecorded calls' if self.tool_mode == 'auto' and self.recording else ''}"
         if self.tools_runner != "docker":
             needs.append(BackendNeed(f"pandas ({self.tools_runner} runner)", user, _host_pandas_problem))
             return needs

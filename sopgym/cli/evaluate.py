@@ -59,14 +59,6 @@ def _episodes(text: str) -> int | str:
     return "all" if text == "all" else positive_int(text)
 
 
-def run_subparser(name: str, add_parser, argv: list[str]) -> int:
-    """Runs a command whose parser is still added to a subparsers object (``sopgym show``, until it moves)."""
-    parser = argparse.ArgumentParser(prog="sopgym")
-    add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args([name, *argv])
-    return args.func(args)
-
-
 # --------------------------------------------------------------------------------------------------
 # Parser
 # --------------------------------------------------------------------------------------------------
@@ -391,6 +383,7 @@ def _preflight(args: argparse.Namespace, plan: EvalPlan) -> tuple[Any, dict[str,
     if not refused or args.policy == "openai":  # a local model is not loaded for a run that will not start
         agent, model_identity = agent_from_arguments(args)
     model = getattr(agent, "model", None)
+    # A model behind --cache has no wait: a re-run answered from the cache needs no server at all.
     if model is not None and hasattr(model, "wait_until_ready"):
         if not args.quiet and not refused:
             print(f"sopgym eval: waiting for {args.base_url} ...", file=sys.stderr)

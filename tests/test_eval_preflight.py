@@ -118,3 +118,18 @@ def test_envs_on_a_ray_cluster_are_warned_about_not_refused_for_this_host_s_back
     err = capsys.readouterr().err
     assert code == 0 and "cannot start" not in err
     assert "warning: Docker:" in err and "checked on this host only; the envs run on the Ray cluster at ray://cluster:10001" in err
+
+
+def test_baselines_run_on_the_same_tasks_and_env_kwargs_into_files_beside_the_results(tmp_path):
+    out = tmp_path / "r.json"
+    assert cli.main(["eval", "--env", WR, "--policy", "random", "--baselines", "oracle,majority", "--episodes", "3",
+                     "--quiet", "--n-bootstrap", "0", "--env-arg", "max_turns=8", "--out", str(out)]) == 0
+    runs = {name: json.loads((tmp_path / f"r{suffix}.json").read_text())
+            for name, suffix in (("random", ""), ("oracle", ".oracle"), ("majority", ".majority"))}
+    for name, results in runs.items():
+        identity = results["config"]["identity"]
+        assert identity["policy"] == name and identity["model"] is None
+        assert identity["plan"] == runs["random"]["config"]["identity"]["plan"]
+        assert identity["env_kwargs"] == {"max_turns": 8}
+    assert runs["oracle"]["envs"][WR]["task_success_rate"] == 1.0
+    assert (tmp_path / "r.oracle.trajectories.jsonl").exists() and (tmp_path / "r.majority.trajectories.jsonl").exists()

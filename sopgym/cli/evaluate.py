@@ -59,6 +59,21 @@ def _episodes(text: str) -> int | str:
     return "all" if text == "all" else positive_int(text)
 
 
+def _policy_names(choices: list[str]):
+    """An argparse type: built-in policy names, comma-separated, each once."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in names if n not in choices]
+        if not names or unknown or len(set(names)) != len(names):
+            raise argparse.ArgumentTypeError(f"expected built-in policies, comma-separated, each once, from {choices}; "
+                                             f"got {text!r}")
+        return names
+
+    parse.__name__ = "built-in policy names"
+    return parse
+
+
 # --------------------------------------------------------------------------------------------------
 # Parser
 # --------------------------------------------------------------------------------------------------
@@ -111,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-bootstrap", type=non_negative_int, default=1000,
                         help="bootstrap resamples for the 95%% intervals (0: off)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--baselines", type=_policy_names(sorted(POLICIES)), default=(), metavar="NAME[,NAME...]",
+                        help="also run these built-in policies on the same tasks and env kwargs, first (e.g. "
+                             "oracle,majority); with --out (or a model run's folder) each writes OUT's name with "
+                             ".NAME.json and its trajectory beside it")
 
     model = parser.add_argument_group("models (--policy openai or hf; a built-in policy ignores them, with a note)")
     model.add_argument("--model", default=None,
@@ -182,7 +201,38 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if ready is None:
         return 1
     agent, model_identity = ready
+    _run_folder(args)
+    for name in args.baselines:
+        code = _run_baseline(args, plan, name)
+        if code:
+            if getattr(agent, "model", None) is not None:
+                agent.model.close()
+            return code
     return run(args, plan, agent, model_identity)
+
+
+def baseline_paths(args: argparse.Namespace, name: str) -> tuple[str | None, str | None]:
+    """The results and trajectory files of baseline ``name`` of a run: beside the run's results
+    (``r.json`` -> ``r.oracle.json``, ``r.oracle.trajectories.jsonl``); none without them."""
+    from sopgym.evaluation.eval_command import trajectories_beside
+
+    if not args.out:
+        return None, None
+    stem = args.out[: -len(".json")] if args.out.endswith(".json") else args.out
+    out = f"{stem}.{name}.json"
+    return out, trajectories_beside(out)
+
+
+def _run_baseline(args: argparse.Namespace, plan: EvalPlan, name: str) -> int:
+    """Run built-in policy ``name`` on the run's plan, into its own files (:func:`baseline_paths`)."""
+    from sopgym.evaluation.runner import builtin_policy_agent
+
+    out, trajectories = baseline_paths(args, name)
+    baseline = argparse.Namespace(**{**vars(args), "policy": name, "out": out, "trajectories": trajectories,
+                                     "baselines": ()})
+    if not args.quiet:
+        print(f"sopgym eval: baseline {name}{f' -> {out}' if out else ''}", file=sys.stderr)
+    return run(baseline, plan, builtin_policy_agent(name), None)
 
 
 def _error(message: str) -> int:
@@ -260,6 +310,12 @@ def _check_counts_and_paths(args: argparse.Namespace) -> None:
     problem = check_output_paths(args.out, args.trajectories)
     if problem:
         raise CommandError(problem)
+    if args.policy in args.baselines:
+        raise CommandError(f"--baselines {','.join(args.baselines)} holds --policy {args.policy}: it would run twice")
+    for name in args.baselines:
+        problem = check_output_paths(*baseline_paths(args, name))
+        if problem:
+            raise CommandError(f"baseline {name}: {problem}")
 
 
 def _check_model_options(args: argparse.Namespace) -> str | None:

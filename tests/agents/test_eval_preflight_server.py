@@ -65,3 +65,17 @@ def test_a_server_listing_without_the_model_asked_for_is_a_warning_and_the_run_g
     assert code == 0, err
     assert "warning: model server" in err and "does not list --model 'other'" in err and "it lists m" in err
     assert json.loads(out.read_text())["run"]["status"] == "finished"
+
+
+def test_a_model_run_s_baselines_write_their_results_beside_the_model_s(tmp_path):
+    with FaultServer() as server:
+        server.default = ("reply", SUBMIT_OK, "stop", USAGE)
+        out = tmp_path / "r.json"
+        code = cli.main(["eval", "--env", WR, "--policy", "openai", "--base-url", server.base_url, "--model", "m",
+                         "--baselines", "majority", "--episodes", "2", "--quiet", "--n-bootstrap", "0", "--out", str(out)])
+        asked = len(server.requests)
+    assert code == 0
+    model, baseline = json.loads(out.read_text()), json.loads((tmp_path / "r.majority.json").read_text())
+    assert model["config"]["identity"]["policy"] == "openai" and baseline["config"]["identity"]["policy"] == "majority"
+    assert baseline["config"]["identity"]["plan"] == model["config"]["identity"]["plan"]
+    assert baseline["config"]["identity"]["model"] is None and asked == 2  # the baseline asked the model nothing

@@ -69,8 +69,9 @@ class ScriptedServer:
             self.in_flight -= 1
 
 
-def build_loop(server, tokenizer, prompt_length: int = 4096, response_length: int = 4096):
-    """A ``SopgymAgentLoop`` from verl's registry, as ``AgentLoopWorker._run_agent_loop`` builds one."""
+def build_loop(server, tokenizer, prompt_length: int = 4096, response_length: int = 4096, entry=None):
+    """A ``SopgymAgentLoop`` from verl's registry, as ``AgentLoopWorker._run_agent_loop`` builds one;
+    ``entry``: the loop's config entry instead of the registry's (one of an agent_loop_config_path file)."""
     import hydra
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
@@ -81,7 +82,7 @@ def build_loop(server, tokenizer, prompt_length: int = 4096, response_length: in
     config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
                                "data": {}})
     return hydra.utils.instantiate(
-        config=_agent_loop_registry[AGENT_NAME], trainer_config=DictConfigWrap(config=config), server_manager=server,
+        config=_agent_loop_registry[AGENT_NAME] if entry is None else entry, trainer_config=DictConfigWrap(config=config), server_manager=server,
         tokenizer=tokenizer, processor=None, hf_model_type=None, dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data), tools=ToolListWrap([]),
     )

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 source scripts/python312.sh
 
+# The served-env tests start `sopgym serve` with the openenv env's interpreter (SOPGYM_SERVE_PYTHON).
+.venv/bin/python -m tox run --notest -e openenv >.tox-openenv-install.log 2>&1 || echo "test_latest: installing the openenv env failed (log: .tox-openenv-install.log)"
 declare -A library=([trl-latest]=trl [skyrl-latest]=skyrl [verl-latest]=verl)
 report=()
 for env in trl-latest skyrl-latest verl-latest; do

@@ -11,6 +11,7 @@ than the dataset's messages: the tool schemas are rendered into it (by the chat 
 Command line::
 
     python -m sopgym.integrations.lengths --tokenizer PATH --library verl --env sopgym/WarehouseReceiving-v0 [--tasks 16]
+        [--server sopgym/WarehouseReceiving-v0=http://envhost:8000]   # an env served elsewhere (token: $SOPGYM_SERVE_TOKEN)
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def _render(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any
 
 
 def first_prompt_lengths(env_id: str, tokenizer, library: str, *, num_tasks: int = 16, split: str = "train",
-                         env_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """Tokens of the first prompt of tasks ``0..num_tasks-1`` of ``split``, as ``library``'s adapter sends it.
+                         env_kwargs: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None) -> list[int]:
+    """Tokens of the first prompt of tasks ``0..num_tasks-1`` of ``split``, as ``library``'s adapter sends it
+    (``servers``: ``{env_id: URL}`` of envs served elsewhere, as the adapters take it).
 
     Raises:
         ValueError: an unknown library.
@@ -46,13 +48,13 @@ def first_prompt_lengths(env_id: str, tokenizer, library: str, *, num_tasks: int
         raise ValueError(f"library must be one of {sorted(LIBRARIES)}, got {library!r}")
     from ._common import make_env
 
-    env = make_env(env_id, env_kwargs)
+    env = make_env(env_id, env_kwargs, servers)
     try:
         _, info = env.reset(seed=0)
         tools = info["tools"]
     finally:
         env.close()
-    rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, allow_restricted=True)
+    rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, allow_restricted=True, servers=servers)
     return [_render(tokenizer, [dict(m) for m in row["prompt"]], tools, library) for row in rows]
 
 
@@ -85,7 +87,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--library", required=True, choices=sorted(LIBRARIES))
     parser.add_argument("--env", action="append", required=True, help="an env id (repeatable)")
     parser.add_argument("--tasks", type=int, default=16, help="train tasks measured per env")
+    parser.add_argument("--server", action="append", default=[], metavar="ENV_ID=URL",
+                        help="an env served by `sopgym serve` there (repeatable; token from $SOPGYM_SERVE_TOKEN)")
     args = parser.parse_args(argv)
+    if any("=" not in item for item in args.server):
+        parser.error(f"--server takes ENV_ID=URL, got {args.server}")
+    servers = dict(item.split("=", 1) for item in args.server) if args.server else None
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
@@ -93,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                "trl-rollout-func": "(the prompt is not capped by TRL)"}[args.library]
     print(f"{'env':<44} {'median':>7} {'longest':>8} {'set ' + setting}")
     for env_id in args.env:
-        sizes = sorted(first_prompt_lengths(env_id, tokenizer, args.library, num_tasks=args.tasks))
+        sizes = sorted(first_prompt_lengths(env_id, tokenizer, args.library, num_tasks=args.tasks, servers=servers))
         print(f"{env_id:<44} {sizes[len(sizes) // 2]:>7} {sizes[-1]:>8} {recommended_prompt_length(sizes[-1])}")
 
 

@@ -29,6 +29,12 @@ failure (``ERROR_SANDBOX``) is *flagged* (``metadata["infrastructure_failure"]``
 The episode length is sopgym's ``max_turns`` (``env_config.env_kwargs``); the generator's
 ``max_turns`` (passed in ``extras``) is ignored, since SkyRL's default of 1 would end every episode
 after one call.
+
+Envs served elsewhere (``sopgym serve`` on another host): ``register_skyrl_envs(servers={env_id: URL})``
+in the generator's process makes each env a session of that server (the token from
+``$SOPGYM_SERVE_TOKEN``, or ``{"url": ..., "token": ...}``), and ``skyrl_rows(..., servers=...)``
+renders the rows there; rows, rewards and records are the local env's (see
+:mod:`sopgym.integrations._common`).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from skyrl_gym import register
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 from skyrl_gym.envs.registration import registry
 
-from ._common import env_kwargs_of, episode_metrics, make_env, reset_from_row, system_with_tools, task_rows
+from ._common import env_kwargs_of, episode_metrics, make_env, reset_from_row, servers_of, system_with_tools, task_rows
 
 __all__ = ["SopgymTextEnv", "register_skyrl_envs", "skyrl_rows"]
 
@@ -59,12 +65,15 @@ class SopgymTextEnv(BaseTextEnv):
             string, as :func:`skyrl_rows` writes it; ``env_id`` when not registered through
             :func:`register_skyrl_envs`).
         env_id: the sopgym id (set by :func:`register_skyrl_envs`).
+        servers: ``{env_id: URL}`` of envs served elsewhere (set by :func:`register_skyrl_envs`).
 
     Raises:
         ValueError: no env id, or a row that does not name a task.
+        ConnectionError: a served env's server does not answer or refuses the session.
     """
 
-    def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, env_id: str | None = None):
+    def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None, env_id: str | None = None,
+                 servers: Mapping[str, Any] | None = None):
         super().__init__()
         extras = dict(extras or {})
         env_id = env_id or extras.get("env_id")
@@ -75,8 +84,8 @@ class SopgymTextEnv(BaseTextEnv):
             env_kwargs.update(env_kwargs_of(env_config["env_kwargs"]))
         self.env_id = env_id
         self.row = {**extras, "env_id": env_id}
-        self.env = make_env(env_id, env_kwargs)
-        self.max_turns = self.env.unwrapped.max_turns
+        self.env = make_env(env_id, env_kwargs, servers)
+        self.max_turns = getattr(self.env.unwrapped, "max_turns", None)  # a served env's: known at init()
         self.record: dict[str, Any] | None = None
         """The env's episode record once the episode is over (what sopgym's evaluator reads)."""
         self.total_reward = 0.0
@@ -95,6 +104,7 @@ class SopgymTextEnv(BaseTextEnv):
         expected = [m["content"] for m in info["messages"] if m["role"] == "user"]
         if prompt and users != expected:
             raise ValueError(f"the prompt's user message is not the one {self.env_id} renders for task {info['task_id']}")
+        self.max_turns = info["max_turns"]
         self.turns = 0
         self.total_reward = 0.0
         self.record = None
@@ -147,40 +157,48 @@ def _observation(message: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def register_skyrl_envs(env_ids: Sequence[str] | None = None) -> list[str]:
-    """Register sopgym ids (all registered ones by default) as ``skyrl_gym`` ids of the same name.
+def register_skyrl_envs(env_ids: Sequence[str] | None = None, *, servers: Mapping[str, Any] | None = None) -> list[str]:
+    """Register sopgym ids as ``skyrl_gym`` ids of the same name: ``env_ids``, else the ids of
+    ``servers``, else every registered sopgym id.
 
-    Idempotent: ids already registered by this function are left as they are. Returns the ids.
+    With ``servers`` (``{env_id: URL}``, or ``{env_id: {"url": ..., "token": ...}}``), each env
+    ``skyrl_gym.make`` builds for those ids is a session of that ``sopgym serve`` server. Idempotent:
+    registering an id again (from this function) sets where its envs run. Returns the ids.
 
     Raises:
-        ValueError: an id is registered in ``skyrl_gym`` by something else.
+        ValueError: an id is registered in ``skyrl_gym`` by something else; a bad ``servers``.
     """
     from sopgym.envs.registration import registered_env_ids
 
-    ids = list(env_ids) if env_ids is not None else registered_env_ids()
+    served = servers_of(servers)
+    ids = list(env_ids) if env_ids is not None else list(served) if served is not None else registered_env_ids()
     for env_id in ids:
+        kwargs = {"env_id": env_id} if served is None else {"env_id": env_id, "servers": served}
         existing = registry.get(env_id)
         if existing is not None:
             if existing.entry_point != ENTRY_POINT:
                 raise ValueError(f"skyrl_gym id {env_id!r} is already registered to {existing.entry_point!r}, expected {ENTRY_POINT!r}")
+            existing.kwargs = kwargs
             continue
-        register(id=env_id, entry_point=ENTRY_POINT, kwargs={"env_id": env_id})
+        register(id=env_id, entry_point=ENTRY_POINT, kwargs=kwargs)
     return ids
 
 
 def skyrl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int = 64, *,
-               env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+               env_kwargs: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None,
+               **kwargs: Any) -> list[dict[str, Any]]:
     """SkyRL dataset rows: :func:`~sopgym.integrations._common.task_rows` plus ``env_class`` (the
     skyrl_gym id) and ``env_kwargs`` (JSON: SkyRL's trainer config has no per-env section for
     ids it does not know); every column but ``prompt`` and ``env_class`` reaches the env as ``extras``.
     ``prompt`` is the chat ``init`` returns (the tool schemas in the system message), so SkyRL's dataset
-    length filter measures the prompt its generator really sends.
+    length filter measures the prompt its generator really sends. With ``servers`` (``{env_id: URL}``)
+    the rows are rendered by the servers, and equal those of the same envs made here.
     Keyword arguments go to ``task_rows``."""
-    rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs)
+    rows = task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, servers=servers, **kwargs)
     encoded = json.dumps(dict(env_kwargs or {}), sort_keys=True)
     tools: dict[str, list] = {}
     for one in {row["env_id"] for row in rows}:
-        env = make_env(one, env_kwargs)
+        env = make_env(one, env_kwargs, servers)
         try:
             tools[one] = env.reset(seed=0)[1]["tools"]
         finally:

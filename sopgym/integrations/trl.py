@@ -45,6 +45,11 @@ The two paths differ in who reads the model's reply:
 
 Infrastructure failures: ``get_reward`` and :func:`sopgym_reward` return ``None`` for them, which
 TRL treats as unscorable (excluded from the group baseline, advantage 0).
+
+Envs served elsewhere (``sopgym serve`` on another host): :func:`train_dataset`,
+:func:`environment_class`, :func:`environment_factories` and :class:`SopgymRollout` take
+``servers={env_id: URL}``, and every env they make is a session of that server (see
+:mod:`sopgym.integrations._common`); the rows, rewards and records are the local env's.
 """
 
 from __future__ import annotations
@@ -59,7 +64,16 @@ from typing import Any, Literal
 
 from sopgym.evaluation.runner import EnvPool, EpisodeSpec
 
-from ._common import ROW_KEYS, episode_metrics, make_env, reset_from_row, task_rows, tool_call_message
+from ._common import (
+    ROW_KEYS,
+    episode_metrics,
+    make_env,
+    reset_from_row,
+    servers_of,
+    success_of,
+    task_rows,
+    tool_call_message,
+)
 from ._tokens import TokenTurn, run_token_episodes
 
 __all__ = ["train_dataset", "environment_class", "environment_factories", "SopgymToolEnv", "SopgymRollout", "sopgym_reward"]
@@ -78,7 +92,7 @@ def train_dataset(env_id: str | Sequence[str], split: str = "train", num_tasks: 
     Args:
         env_id: one registered id or several.
         split, num_tasks: which tasks (``0 .. num_tasks-1`` of the split, per env id).
-        **kwargs: ``seed``, ``first_task``, ``env_kwargs``, ``allow_restricted`` (see ``task_rows``).
+        **kwargs: ``seed``, ``first_task``, ``env_kwargs``, ``allow_restricted``, ``servers`` (see ``task_rows``).
 
     Raises:
         ValueError: see :func:`sopgym.integrations._common.task_rows`.
@@ -101,13 +115,15 @@ class SopgymToolEnv:
 
     env_id: str = ""
     env_kwargs: dict[str, Any] = {}
+    servers: dict[str, dict[str, Any]] | None = None
+    """Where ``env_id`` is served (``{env_id: RemoteSOPEnv kwargs}``), or None: made in this process."""
 
     def __init__(self) -> None:
         self.record: dict[str, Any] | None = None
         """The env's episode record once the episode is over (what sopgym's evaluator reads)."""
         self.total_reward = 0.0
         """Sum of the episode's step rewards (sopgym's return)."""
-        self._env = make_env(self.env_id, self.env_kwargs)
+        self._env = make_env(self.env_id, self.env_kwargs, self.servers)
         self._running = False
 
     def reset(self, **row: Any) -> None:
@@ -283,18 +299,23 @@ def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
     return call
 
 
-def environment_class(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> type[SopgymToolEnv]:
+def environment_class(env_id: str, env_kwargs: Mapping[str, Any] | None = None, *,
+                      servers: Mapping[str, Any] | None = None) -> type[SopgymToolEnv]:
     """A class for ``GRPOTrainer(environment_factory=...)``: one public method per tool of ``env_id``
     (``submit_answer`` included), ``reset(**row)`` and ``get_reward()``.
 
     Args:
-        env_id: a registered sopgym id.
+        env_id: a registered sopgym id (with ``servers``: the id the server serves).
         env_kwargs: passed to ``gymnasium.make`` (e.g. ``{"reward": "binary"}``).
+        servers: ``{env_id: URL}`` (or ``{env_id: {"url": ..., "token": ...}}``): each instance is a
+            session of that ``sopgym serve`` server instead of an env made here.
 
     Raises:
-        ValueError: a tool or parameter name that cannot be a Python method or argument.
+        ValueError: a tool or parameter name that cannot be a Python method or argument; ``servers``
+            without ``env_id``, or with env kwargs (see :func:`~sopgym.integrations._common.make_env`).
+        ConnectionError: the server does not answer or refuses the session.
     """
-    probe = make_env(env_id, env_kwargs)
+    probe = make_env(env_id, env_kwargs, servers)
     try:
         _, info = probe.reset(seed=0)
         domain = info["domain"]
@@ -303,6 +324,7 @@ def environment_class(env_id: str, env_kwargs: Mapping[str, Any] | None = None) 
     namespace: dict[str, Any] = {
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs or {}),
+        "servers": servers_of(servers),
         "__doc__": f"sopgym's {env_id} for TRL's environment_factory: each public method is one of its tools.",
         "__module__": __name__,
     }
@@ -312,10 +334,11 @@ def environment_class(env_id: str, env_kwargs: Mapping[str, Any] | None = None) 
     return type(cls_name, (SopgymToolEnv,), namespace)
 
 
-def environment_factories(env_ids: Sequence[str], env_kwargs: Mapping[str, Any] | None = None) -> dict[str, type[SopgymToolEnv]]:
+def environment_factories(env_ids: Sequence[str], env_kwargs: Mapping[str, Any] | None = None, *,
+                          servers: Mapping[str, Any] | None = None) -> dict[str, type[SopgymToolEnv]]:
     """``{env_id: class}`` for a multi-environment ``environment_factory`` (rows pick theirs by the
-    ``environment`` column that :func:`train_dataset` writes)."""
-    return {env_id: environment_class(env_id, env_kwargs) for env_id in env_ids}
+    ``environment`` column that :func:`train_dataset` writes); ``servers`` as in :func:`environment_class`."""
+    return {env_id: environment_class(env_id, env_kwargs, servers=servers) for env_id in env_ids}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -372,13 +395,15 @@ class SopgymRollout:
         dataset: the training rows (a ``datasets.Dataset`` or a list of row dicts, as
             :func:`train_dataset` makes them); prompts are matched to rows by their messages.
         env_kwargs: passed to ``gymnasium.make``.
+        servers: ``{env_id: URL}`` of envs served elsewhere (as in :func:`environment_class`).
 
     Raises:
         ValueError: two rows with the same prompt but different episodes, or rows without a prompt.
     """
 
-    def __init__(self, dataset: Any, env_kwargs: Mapping[str, Any] | None = None):
+    def __init__(self, dataset: Any, env_kwargs: Mapping[str, Any] | None = None, *, servers: Mapping[str, Any] | None = None):
         self.env_kwargs = dict(env_kwargs or {})
+        self.servers = servers_of(servers)
         self._rows: dict[str, dict[str, Any]] = {}
         for row in dataset:
             if row.get("prompt") is None:
@@ -388,7 +413,7 @@ class SopgymRollout:
             if key in self._rows and self._rows[key] != episode:
                 raise ValueError(f"two rows share a prompt but name different episodes: {self._rows[key]} and {episode}")
             self._rows[key] = episode
-        self._pool = EnvPool(lambda env_id: make_env(env_id, self.env_kwargs))
+        self._pool = EnvPool(lambda env_id: make_env(env_id, self.env_kwargs, self.servers))
 
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, list]:
         specs = []
@@ -416,7 +441,7 @@ class SopgymRollout:
             out["env_mask"].append(ep.loss_mask[p:])
             infra = bool(ep.result.record["infrastructure_failure"])
             out["sopgym_reward"].append(None if infra else float(ep.result.total_reward))
-            out["sopgym_success"].append(bool(ep.result.success))
+            out["sopgym_success"].append(success_of(ep.result.record))  # None: a server withheld the ground truth
             out["sopgym_record"].append(ep.result.record)
         if not all(ep.has_logprobs for ep in episodes):
             out["logprobs"] = None  # the backend gave none (transformers' generate): TRL computes its own
@@ -439,7 +464,8 @@ def trainer_from_config(config: Mapping[str, Any]):
     """A ``GRPOTrainer`` from a launch recipe (a mapping, e.g. ``configs/integrations/trl-cpu.yaml``).
 
     Keys: ``env_ids`` (list), ``path`` (``environment_factory`` or ``rollout_func``), ``num_tasks``
-    (train tasks per env), ``env_kwargs``, ``model`` (a folder or a hub id), ``build_tiny_model`` (a
+    (train tasks per env), ``env_kwargs``, ``servers`` (``{env_id: URL}`` of envs served elsewhere; the
+    token from ``$SOPGYM_SERVE_TOKEN``), ``model`` (a folder or a hub id), ``build_tiny_model`` (a
     chat template name: build :mod:`~sopgym.integrations.tiny_model` into ``model`` first when it is
     not there), ``grpo`` (``GRPOConfig`` keyword arguments).
 
@@ -448,25 +474,27 @@ def trainer_from_config(config: Mapping[str, Any]):
     """
     from trl import GRPOConfig, GRPOTrainer
 
-    known = {"env_ids", "path", "num_tasks", "env_kwargs", "model", "build_tiny_model", "grpo"}
+    known = {"env_ids", "path", "num_tasks", "env_kwargs", "servers", "model", "build_tiny_model", "grpo"}
     if set(config) - known:
         raise ValueError(f"unknown recipe keys {sorted(set(config) - known)}; expected some of {sorted(known)}")
     env_ids = list(config["env_ids"])
     env_kwargs = dict(config.get("env_kwargs") or {})
+    servers = config.get("servers")
     model = str(config["model"])
     if config.get("build_tiny_model") and not (Path(model) / "config.json").exists():
         from .tiny_model import build_tiny_model
 
         build_tiny_model(model, env_ids, chat_template=config["build_tiny_model"])
-    dataset = train_dataset(env_ids, "train", int(config.get("num_tasks", 64)), env_kwargs=env_kwargs)
+    dataset = train_dataset(env_ids, "train", int(config.get("num_tasks", 64)), env_kwargs=env_kwargs, servers=servers)
     args = GRPOConfig(**dict(config.get("grpo") or {}))
     path = config.get("path", "environment_factory")
     if path == "environment_factory":
-        factory = environment_class(env_ids[0], env_kwargs) if len(env_ids) == 1 else environment_factories(env_ids, env_kwargs)
+        factory = (environment_class(env_ids[0], env_kwargs, servers=servers) if len(env_ids) == 1
+                   else environment_factories(env_ids, env_kwargs, servers=servers))
         return GRPOTrainer(model=model, args=args, train_dataset=dataset, environment_factory=factory)
     if path == "rollout_func":
         return GRPOTrainer(model=model, args=args, train_dataset=dataset, reward_funcs=sopgym_reward,
-                           rollout_func=SopgymRollout(dataset, env_kwargs))
+                           rollout_func=SopgymRollout(dataset, env_kwargs, servers=servers))
     raise ValueError(f"path must be 'environment_factory' or 'rollout_func', got {path!r}")
 
 

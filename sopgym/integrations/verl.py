@@ -36,6 +36,17 @@ ended as such (``end_episode("inference")`` for the server), its ``response_mask
 of it is trained on) and ``extra_fields["infrastructure_failure"]`` is True. verl's group baseline
 still counts its reward (0); drop such samples before the advantage if that matters.
 
+Envs served elsewhere (``sopgym serve`` on another host): ``verl_rows(..., servers={env_id: URL})``
+renders the rows there, and the agent loop's config entry takes the same ``servers`` (its keys
+reach the constructor)::
+
+    - name: sopgym_agent
+      _target_: sopgym.integrations.verl.SopgymAgentLoop
+      servers: {"sopgym/WarehouseReceiving-v0": "http://envhost:8000"}
+
+Each episode is then a session of that server (the token from ``$SOPGYM_SERVE_TOKEN`` on the
+agent-loop workers, or ``{"url": ..., "token": ...}``); rows, rewards and records are the local env's.
+
 This loop tokenises with sopgym's EpisodeBuilder rather than verl's Continuous Token builder, whose
 prefix checks are the same in kind: a template that rewrites earlier turns raises
 ``TemplatePrefixError`` instead of being trained on silently.
@@ -54,7 +65,16 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from sopgym.trainers.episodes import Episode, EpisodeBuilder
 
-from ._common import ROW_KEYS, env_kwargs_of, episode_metrics, make_env, reset_from_row, task_rows
+from ._common import (
+    ROW_KEYS,
+    env_kwargs_of,
+    episode_metrics,
+    make_env,
+    reset_from_row,
+    servers_of,
+    success_of,
+    task_rows,
+)
 
 __all__ = ["AGENT_NAME", "SopgymAgentLoop", "verl_rows"]
 
@@ -62,18 +82,20 @@ AGENT_NAME = "sopgym_agent"
 
 
 def verl_rows(env_id: str | Sequence[str], split: str = "train", num_tasks: int = 64, *,
-              env_kwargs: Mapping[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+              env_kwargs: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None,
+              **kwargs: Any) -> list[dict[str, Any]]:
     """verl dataset rows (``RLHFDataset`` columns) for tasks of ``split``.
 
     Columns: ``prompt`` (sopgym's initial chat), ``data_source`` (the env id), ``agent_name``
     (``sopgym_agent``), ``extra_info`` (``index``: the row's position, which verl's ``RLHFDataset``
     reads as the sample's index; ``sopgym``: the episode: env id, split, task index, seed, task id,
     and ``env_kwargs`` as a JSON object string) and ``reward_model`` (the task id as ``ground_truth``;
-    the loop scores itself).
+    the loop scores itself). With ``servers`` (``{env_id: URL}``) the rows are rendered by the
+    servers, and equal those of the same envs made here (no server or token is written into them).
     Keyword arguments go to :func:`~sopgym.integrations._common.task_rows`.
     """
     out = []
-    for index, row in enumerate(task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, **kwargs)):
+    for index, row in enumerate(task_rows(env_id, split, num_tasks, env_kwargs=env_kwargs, servers=servers, **kwargs)):
         episode = {k: row[k] for k in (*ROW_KEYS, "task_id")}
         episode["env_kwargs"] = json.dumps(dict(env_kwargs or {}), sort_keys=True)
         out.append({
@@ -100,7 +122,8 @@ class SopgymAgentLoop(AgentLoopBase):
 
     Constructed by verl's agent-loop worker (``hydra.utils.instantiate`` of the registry entry) with
     the trainer config, server manager, tokenizer, processor and dataset config; ``tools`` (verl's own
-    tool list) is ignored: the tools are the env's.
+    tool list) is ignored: the tools are the env's. ``servers`` (a key of the loop's config entry):
+    ``{env_id: URL}`` of envs served elsewhere, whose episodes are sessions of those servers.
 
     Asynchronous like verl's own ``ToolAgentLoop``: every generation is awaited on the worker's event
     loop, so all of a worker's episodes have their requests in flight at once; only the env's calls
@@ -108,8 +131,9 @@ class SopgymAgentLoop(AgentLoopBase):
     in the loop's default executor, one short call at a time.
     """
 
-    def __init__(self, *args: Any, tools: Any = None, **kwargs: Any):
+    def __init__(self, *args: Any, tools: Any = None, servers: Mapping[str, Any] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.servers = servers_of(servers)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
 
@@ -120,7 +144,7 @@ class SopgymAgentLoop(AgentLoopBase):
         def off_loop(fn, *args):
             return loop.run_in_executor(None, fn, *args)
 
-        env = await off_loop(make_env, episode["env_id"], env_kwargs_of(episode.get("env_kwargs")))
+        env = await off_loop(make_env, episode["env_id"], env_kwargs_of(episode.get("env_kwargs")), self.servers)
         try:
             return await self._run_episode(env, episode, sampling_params, off_loop)
         finally:
@@ -189,7 +213,7 @@ class SopgymAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(generate_sequences=generating, tool_calls=max(0.0, time.perf_counter() - started - generating)),
             extra_fields={
                 "infrastructure_failure": infra,
-                "sopgym_success": bool(metrics["success"]),
+                "sopgym_success": success_of(record),  # None: the env's server withheld the ground truth
                 "sopgym_metrics": metrics,
                 "sopgym_record": record,
             },

@@ -8,8 +8,10 @@ passes by skipping.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import secrets
 
 import gymnasium as gym
 import pytest
@@ -50,3 +52,61 @@ def sopgym_run(row, policy: str, env_kwargs=None):
                            options={"split": row["split"], "task_index": row["task_index"]})
     finally:
         env.close()
+
+
+# --------------------------------------------------------------------------------------------------
+# Served envs: `sopgym serve` on 127.0.0.1, run by the openenv tox env's interpreter
+# --------------------------------------------------------------------------------------------------
+#: The interpreter that runs `sopgym serve` for the served-env tests: the server's dependencies (openenv,
+#: gradio) conflict with the libraries', so it is another venv's (tox.ini: the openenv env's).
+SERVE_PYTHON = "SOPGYM_SERVE_PYTHON"
+
+
+def serve_python(integration: str) -> str:
+    """``$SOPGYM_SERVE_PYTHON`` when it runs sopgym's server; else skip (an error when ``integration`` is required)."""
+    import subprocess
+
+    python = os.environ.get(SERVE_PYTHON)
+    problem = None
+    if not python:
+        problem = f"{SERVE_PYTHON} is not set"
+    elif not os.access(python, os.X_OK):
+        problem = f"{SERVE_PYTHON}={python} is not an executable"
+    elif subprocess.run([python, "-c", "import openenv, uvicorn, websockets"], capture_output=True).returncode != 0:
+        problem = f"{SERVE_PYTHON}={python} lacks the server extra (openenv, uvicorn, websockets)"
+    if problem is None:
+        return python
+    message = (f"the served-env tests start `sopgym serve` with {SERVE_PYTHON} (the openenv tox env's python: build it "
+               f"with `tox run --notest -e openenv`): {problem}")
+    if integration in required_integrations():
+        raise RuntimeError(message)
+    pytest.skip(message)
+
+
+@contextlib.contextmanager
+def served(env_id: str, integration: str, *serve_args: str):
+    """``sopgym serve --env env_id --env-arg code_runner=inprocess`` (the adapters' ENV_KWARGS) on 127.0.0.1
+    with a token of its own; yields the adapters' ``servers=`` for it (URL and token)."""
+    from openenv_server.server_helpers import start_cli_server  # tests/ is on sys.path (it has no __init__.py)
+
+    python = serve_python(integration)
+    token = "test-" + secrets.token_urlsafe(16)
+    args = [a for key, value in ENV_KWARGS.items() for a in ("--env-arg", f"{key}={value}")]
+    proc, url = start_cli_server(env_id, *args, *serve_args, environ={**os.environ, "SOPGYM_SERVE_TOKEN": token}, python=python)
+    try:
+        yield {env_id: {"url": url, "token": token}}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except Exception:  # noqa: BLE001 - a server that ignores SIGTERM is killed
+            proc.kill()
+            proc.wait(30)
+
+
+def as_served(record):
+    """A local episode record as a server without ``--send-ground-truth`` sends it: the ground truth
+    (``expected``, ``expected_state``) left out and named under ``ground_truth_withheld``."""
+    from sopgym.integrations.protocol import GROUND_TRUTH_KEYS, WITHHELD_KEY
+
+    return {**{k: v for k, v in record.items() if k not in GROUND_TRUTH_KEYS}, WITHHELD_KEY: [k for k in GROUND_TRUTH_KEYS if k in record]}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 NEEDED = ("openenv", "websockets", "uvicorn", "fastmcp")
@@ -84,27 +85,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_cli_server(env_id: str, *args: str, environ: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+def start_cli_server(env_id: str, *args: str, environ: dict[str, str] | None = None,
+                     python: str | None = None) -> tuple[subprocess.Popen, str]:
     """``sopgym serve --env env_id`` as a child process on a free 127.0.0.1 port; returns it and its URL
-    once ``/health`` answers. The child imports the same sopgym as this process and inherits this
-    process's environment (SOPGYM_SERVE_TOKEN included), or ``environ``."""
-    import httpx
-
+    once ``/health`` answers. The child inherits this process's environment (SOPGYM_SERVE_TOKEN
+    included), or ``environ``. It runs this interpreter and imports the same sopgym as this process, or
+    runs ``python`` (another venv's, with the server's dependencies) on this checkout's sopgym."""
     import sopgym
 
     port = free_port()
-    env = dict(os.environ if environ is None else environ, PYTHONPATH=str(Path(sopgym.__file__).resolve().parents[1]))
-    proc = subprocess.Popen([sys.executable, "-m", "sopgym", "serve", "--env", env_id, "--host", HOST, "--port", str(port),
+    source = Path(sopgym.__file__).resolve().parents[1] if python is None else Path(__file__).resolve().parents[2]
+    env = dict(os.environ if environ is None else environ, PYTHONPATH=str(source))
+    proc = subprocess.Popen([python or sys.executable, "-m", "sopgym", "serve", "--env", env_id, "--host", HOST, "--port", str(port),
                              "--log-level", "warning", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://{HOST}:{port}"
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1: never through a proxy
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"sopgym serve exited with {proc.returncode}: {proc.stderr.read()}")
         try:
-            if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
+            with direct.open(url + "/health", timeout=2) as answer:
+                if answer.status == 200:
+                    return proc, url
+        except OSError:  # not listening yet (URLError and timeouts are OSErrors)
             time.sleep(0.2)
     proc.kill()
     raise RuntimeError("sopgym serve did not answer /health within 120 s")

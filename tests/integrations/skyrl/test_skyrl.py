@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ..extras import assert_extra_complete
-from ..helpers import AUTHORED_ENV_IDS, ENV_KWARGS, import_or_skip, sopgym_run
+from ..helpers import AUTHORED_ENV_IDS, ENV_KWARGS, as_served, import_or_skip, served, sopgym_run
 
 skyrl_gym = import_or_skip("skyrl_gym", "skyrl")
 
@@ -60,6 +60,24 @@ def test_majority_through_skyrl_scores_what_sopgym_scores(env_id):
     reference = sopgym_run(row, "majority")
     assert sum(rewards) == reference.total_reward
     assert env.record == reference.record
+
+
+def test_a_served_env_through_skyrl_gym_make_plays_the_local_episodes():
+    """register_skyrl_envs(servers=...): skyrl_gym.make builds sessions of `sopgym serve` (127.0.0.1), whose
+    oracle and majority episodes have the local env's rewards and records (without the ground truth the
+    server withholds, so no success metric)."""
+    env_id = "sopgym/WarehouseReceiving-v0"
+    with served(env_id, "skyrl") as servers:
+        register_skyrl_envs([env_id], servers=servers)
+        try:
+            for policy, index in (("oracle", 0), ("majority", 1)):
+                row = skyrl_rows(env_id, "train", 1, first_task=index, servers=servers)[0]
+                env, rewards, _, metrics = _drive(row, policy, env_config={"env_kwargs": {}})
+                reference = sopgym_run(row, policy)
+                assert sum(rewards) == reference.total_reward and env.record == as_served(reference.record)
+                assert "success" not in metrics and metrics["turns"] == reference.record["turns"]
+        finally:
+            register_skyrl_envs([env_id])  # the other tests' envs are made here again
 
 
 def test_row_env_kwargs_reach_the_env_without_a_config():

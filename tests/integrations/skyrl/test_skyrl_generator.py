@@ -16,7 +16,7 @@ import functools
 import pytest
 
 from ..extras import assert_extra_complete
-from ..helpers import ENV_KWARGS, import_or_skip, sopgym_run
+from ..helpers import ENV_KWARGS, import_or_skip, served, sopgym_run
 
 import_or_skip("skyrl.train.generators.skyrl_gym_generator", "skyrl")
 
@@ -87,13 +87,14 @@ class ScriptedEngine(InferenceEngineInterface):
     pause_generation = resume_generation = get_world_size = _unused
 
 
-def _generate(policy: str, max_input_length: int = 16384):
+def _generate(policy: str, max_input_length: int = 16384, batch_rows=None):
     engine = ScriptedEngine(policy)
     config = GeneratorConfig(max_turns=1, max_input_length=max_input_length, use_cache_salt=False,
                              sampling_params=SamplingParams(max_generate_length=512))
     generator = SkyRLGymGenerator(config, SkyRLGymConfig(max_env_workers=2), engine, tokenizer())
-    batch = {"prompts": [list(r["prompt"]) for r in rows()], "env_classes": [r["env_class"] for r in rows()],
-             "env_extras": [dict(r) for r in rows()]}
+    batch_rows = rows() if batch_rows is None else batch_rows
+    batch = {"prompts": [list(r["prompt"]) for r in batch_rows], "env_classes": [r["env_class"] for r in batch_rows],
+             "env_extras": [dict(r) for r in batch_rows]}
     return asyncio.run(generator.generate(batch, disable_tqdm=True)), engine
 
 
@@ -109,6 +110,26 @@ def test_skyrls_generator_plays_sopgyms_episodes_and_rewards(policy):
         assert out["env_metrics"][i]["turns"] == len(ref.turns)
     if policy == "oracle":
         assert [sum(r) for r in out["rewards"]] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("policy", ["oracle", "majority"])
+def test_skyrls_generator_plays_a_served_envs_episodes_as_the_local_ones(policy):
+    """register_skyrl_envs(servers=...) in the generator's process: SkyRLGymGenerator plays the episodes
+    on `sopgym serve` (127.0.0.1) with the local env's prompts, tokens, masks, rewards and counts; only
+    the evaluator's success is missing (the server withholds the ground truth)."""
+    local, _ = _generate(policy)
+    with served(ENV, "skyrl") as servers:
+        register_skyrl_envs([ENV], servers=servers)
+        try:
+            served_rows = skyrl_rows(ENV, "train", 2, servers=servers)
+            assert [{**r, "env_kwargs": None} for r in served_rows] == [{**r, "env_kwargs": None} for r in rows()]
+            remote, _ = _generate(policy, batch_rows=tuple(served_rows))
+        finally:
+            register_skyrl_envs([ENV])  # the other tests' envs are made here again
+    for key in ("prompt_token_ids", "response_ids", "loss_masks", "rewards"):
+        assert remote[key] == local[key], key
+    for here, there in zip(local["env_metrics"], remote["env_metrics"]):
+        assert there == {k: v for k, v in here.items() if k != "success"}
 
 
 def test_skyrls_loss_mask_is_one_on_the_sampled_replies_only():

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ..extras import assert_extra_complete
-from ..helpers import AUTHORED_ENV_IDS, ENV_KWARGS, import_or_skip, sopgym_run
+from ..helpers import AUTHORED_ENV_IDS, ENV_KWARGS, as_served, import_or_skip, served, sopgym_run
 
 trl = import_or_skip("trl", "trl")
 
@@ -127,6 +127,24 @@ class Scripted:
         return out, None
 
 
+@pytest.fixture(scope="module")
+def servers():
+    """``servers=`` of ENV as ``sopgym serve`` serves it on 127.0.0.1 (without --send-ground-truth); each env
+    instance TRL makes holds a session for the trainer's life, hence room for a few trainers' worth."""
+    with served(ENV, "trl", "--max-sessions", "32") as found:
+        yield found
+
+
+def _placed(request, where):
+    """How the adapter gets its envs: made here with ENV_KWARGS, or served (the server has the same kwargs)."""
+    return {"env_kwargs": ENV_KWARGS} if where == "local" else {"servers": request.getfixturevalue("servers")}
+
+
+def _as_seen(record, where):
+    """A local record as the adapter sees it: whole here, without the ground truth from a server."""
+    return record if where == "local" else as_served(record)
+
+
 def _trainer(tmp_path, **kw):
     return GRPOTrainer(model=_model(), args=_args(tmp_path, **kw.pop("args", {})), processing_class=tokenizer(), **kw)
 
@@ -214,22 +232,30 @@ def test_the_tool_block_trl_renders_is_the_size_of_the_exact_one(env_id):
     assert rendered <= 1.05 * exact, f"{env_id}: tool block of {rendered} characters, exact schemas {exact}"
 
 
+@pytest.mark.parametrize("where", ["local", "served"])
 @pytest.mark.parametrize("policy", ["oracle", "majority"])
-def test_scripted_environment_factory_rewards_and_masks_are_sopgyms(tmp_path, policy):
-    dataset = train_dataset(ENV, "train", NUM_TASKS, env_kwargs=ENV_KWARGS)
-    trainer = _trainer(tmp_path, train_dataset=dataset, environment_factory=environment_class(ENV, ENV_KWARGS),
+def test_scripted_environment_factory_rewards_and_masks_are_sopgyms(tmp_path, request, policy, where):
+    """Through GRPOTrainer.train(): the env's rewards and records, and the loss mask on the sampled replies
+    only; the same with the env served by `sopgym serve` (records without the ground truth it withholds)."""
+    placed = _placed(request, where)
+    dataset = train_dataset(ENV, "train", NUM_TASKS, **placed)
+    trainer = _trainer(tmp_path, train_dataset=dataset, environment_factory=environment_class(ENV, **placed),
                        args={"max_steps": 1, "max_completion_length": SCRIPTED_BUDGET})
     script = Scripted(policy)
     trainer._generate_single_turn = script
     seen = _spy(trainer)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        for env in trainer.environments or ():
+            env._env.close()  # TRL never closes its env instances (a served env's session goes with it)
     envs = trainer.environments
     assert len(envs) == NUM_TASKS * GROUP
     tok = tokenizer()
     for i, env in enumerate(envs):
         actions, reference = _reference_of(env, policy)
         assert env.get_reward() == reference.total_reward
-        assert env.record == reference.record
+        assert env.record == _as_seen(reference.record, where)
         model, env_tokens = _parts(seen[0], i)
         # Loss mask 1 exactly on the sampled replies (then TRL's extra turn after the last tool result).
         expected = [t for a in actions for t in tok(_hermes(a), add_special_tokens=False)["input_ids"] + [tok.eos_token_id]]
@@ -299,10 +325,14 @@ def test_two_grpo_steps_through_environment_factory(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # rollout_func
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("where", ["local", "served"])
 @pytest.mark.parametrize("policy", ["oracle", "majority"])
-def test_scripted_rollout_func_rewards_and_masks_are_sopgyms(tmp_path, policy):
-    dataset = train_dataset(ENV, "train", NUM_TASKS, env_kwargs=ENV_KWARGS)
-    rollout = SopgymRollout(dataset, env_kwargs=ENV_KWARGS)
+def test_scripted_rollout_func_rewards_and_masks_are_sopgyms(tmp_path, request, policy, where):
+    """Through GRPOTrainer.train(): sopgym's rewards, records and chat, the env_mask on the sampled replies
+    only; the same with the env served by `sopgym serve` (records without the ground truth it withholds)."""
+    placed = _placed(request, where)
+    dataset = train_dataset(ENV, "train", NUM_TASKS, **placed)
+    rollout = SopgymRollout(dataset, **placed)
     trainer = _trainer(tmp_path, train_dataset=dataset, reward_funcs=sopgym_reward, rollout_func=rollout,
                        args={"max_steps": 1, "max_completion_length": SCRIPTED_BUDGET})
     trainer._generate_single_turn = _RawScripted(policy)
@@ -316,13 +346,17 @@ def test_scripted_rollout_func_rewards_and_masks_are_sopgyms(tmp_path, policy):
 
     trainer.rollout_func = spy
     seen = _spy(trainer)
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        rollout.close()
     out = outputs[0]
     tok = tokenizer()
     assert len(out["completion_ids"]) == NUM_TASKS * GROUP
     for i, record in enumerate(out["sopgym_record"]):
         actions, reference = next(v for v in replies(policy).values() if v[1].record["task_id"] == record["task_id"])
-        assert record == reference.record and out["sopgym_reward"][i] == reference.total_reward
+        assert record == _as_seen(reference.record, where) and out["sopgym_reward"][i] == reference.total_reward
+        assert out["sopgym_success"][i] == (reference.success if where == "local" else None)  # no ground truth: not judged
         ids, mask = out["completion_ids"][i], out["env_mask"][i]
         model = [t for t, m in zip(ids, mask) if m]
         env_part = [t for t, m in zip(ids, mask) if not m]
@@ -336,6 +370,11 @@ def test_scripted_rollout_func_rewards_and_masks_are_sopgyms(tmp_path, policy):
         assert loss_model == model and loss_env == env_part  # what TRL trains on is the env_mask
     if policy == "oracle":
         assert out["sopgym_reward"] == [1.0] * (NUM_TASKS * GROUP)
+
+
+def test_served_rows_are_the_local_rows(servers):
+    """train_dataset of the served env: the rows (task, seed, prompt) of the same env made here."""
+    assert train_dataset(ENV, "train", NUM_TASKS, servers=servers).to_list() == train_dataset(ENV, "train", NUM_TASKS, env_kwargs=ENV_KWARGS).to_list()
 
 
 def _template_ids(result):

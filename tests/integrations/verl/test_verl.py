@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ..extras import assert_extra_complete
-from ..helpers import ENV_KWARGS, import_or_skip, sopgym_run
+from ..helpers import ENV_KWARGS, as_served, import_or_skip, served, sopgym_run
 
 import_or_skip("verl.experimental.agent_loop", "verl")
 
@@ -119,6 +119,34 @@ def test_majority_scores_what_sopgym_scores():
     out = _run(_loop(FakeServerManager("majority")), 1)
     ref = reference("majority", 1)
     assert out.reward_score == ref.total_reward and out.extra_fields["sopgym_record"] == ref.record
+
+
+def _without_env_kwargs(row):
+    return {**row, "extra_info": {**row["extra_info"], "sopgym": {**_task_row(row), "env_kwargs": None}}}
+
+
+def test_a_served_env_plays_the_local_episodes(tmp_path):
+    """verl_rows and the loop's config entry with servers=: the episodes run on `sopgym serve` (127.0.0.1)
+    with the local env's tokens, masks, log-probs, turns and rewards; records without the ground truth the
+    server withholds (so no success). The entry is read from a file as verl's worker reads
+    agent_loop_config_path."""
+    from omegaconf import OmegaConf
+
+    with served(ENV, "verl") as servers:
+        served_rows = verl_rows(ENV, "train", 2, servers=servers)
+        assert [_without_env_kwargs(r) for r in served_rows] == [_without_env_kwargs(r) for r in rows()]  # env kwargs: the server's
+        config = tmp_path / "sopgym_agent.yaml"
+        OmegaConf.save([{"name": AGENT_NAME, "_target_": "sopgym.integrations.verl.SopgymAgentLoop", "servers": servers}], config)
+        entry = OmegaConf.load(config)[0]
+        for policy, index in (("oracle", 0), ("majority", 1)):
+            local = _run(_loop(FakeServerManager(policy)), index)
+            row = served_rows[index]
+            remote = asyncio.run(BENCH.build_loop(FakeServerManager(policy), tokenizer(), entry=entry).run(
+                {"temperature": 1.0}, **row, raw_prompt=row["prompt"]))
+            for key in ("prompt_ids", "response_ids", "response_mask", "response_logprobs", "reward_score", "num_turns"):
+                assert getattr(remote, key) == getattr(local, key), (policy, key)
+            assert remote.extra_fields["sopgym_record"] == as_served(local.extra_fields["sopgym_record"])
+            assert remote.extra_fields["sopgym_success"] is None and "success" not in remote.extra_fields["sopgym_metrics"]
 
 
 def test_a_failed_generation_is_an_infrastructure_failure_with_nothing_trained_on():

@@ -79,11 +79,8 @@ def main() -> None:
             stage = " (copy)" if stats["copy_stage"] else (" (short context)" if stats["short_context"] else "")
             measure(f"step {i + 1}{stage} loss {stats['loss']:.3f}")
 
-    sft.train_sft(DataParallel().wrap(lm), episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-                  settings=sft_settings(cfg), backend=backend, generator=generator, on_step=on_step, short_episodes=short,
-                  short_steps=cfg.sft.short_context_steps, short_batch_episodes=cfg.sft.short_context_batch_episodes,
-                  copy=sft.CopyPretraining.from_config(cfg.sft, tokenizer), whole_steps=cfg.sft.whole_steps,
-                  warmup_steps=cfg.sft.warmup_steps)
+    sft.train_sft(DataParallel().wrap(lm), episodes, cfg.sft, settings=sft_settings(cfg), backend=backend, generator=generator,
+                  tokenizer=tokenizer, on_step=on_step, short_episodes=short)
     measure("end")
 
 

@@ -482,6 +482,11 @@ class SFTConfig(_Combinations):
     stage that already used every demonstration."""
     warmup_steps: StrictInt = Field(0, ge=0, le=100_000_000)
     """Linear learning-rate warm-up over the first steps of SFT (all stages); 0: none."""
+    beta1: Number = Field(0.9, ge=0.0, lt=1.0)
+    beta2: Number = Field(0.999, ge=0.0, lt=1.0)
+    """SFT's AdamW betas (built by ``optimise.build_optimizer``, as RL's from ``optim``). SFT's recipes were
+    measured with AdamW's usual 0.999; RL's ``optim.beta2`` defaults to 0.95."""
+    weight_decay: Number = Field(0.0, ge=0.0, le=10.0)
     only_successful: StrictBool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""

@@ -47,13 +47,21 @@ from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, f
 from .distributed import DataParallel, device_for_rank, world_size_from_environment
 from .episodes import template_overhead
 from .modeling import Precision, load_model, load_tokenizer, resolve_device
-from .optimise import StepSettings, rl_update, sft_settings, step_settings
+from .optimise import (
+    AdamWSettings,
+    StepSettings,
+    WarmUp,
+    apply_settings,
+    build_optimizer,
+    rl_update,
+    sft_settings,
+    step_settings,
+)
 from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import (
-    CopyPretraining,
     as_shown,
     collect_trajectories,
     default_oracle,
@@ -300,11 +308,44 @@ def train(
 # ---------------------------------------------------------------------------------------------------
 # setup: checks, demonstrations, tokenizer, envs, model, tracking, SFT, optimiser, resume or evaluate
 # ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Start:
+    """Where a run starts from (``find_start``): its own checkpoint (a resume), an earlier run's SFT-only
+    checkpoint (``sft.from_checkpoint``), or neither (SFT, if configured, then RL from scratch)."""
+
+    checkpoint: dict[str, Any] | None = None
+    warm: dict[str, Any] | None = None
+    """The SFT-only checkpoint: it replaces SFT and the demonstrations."""
+    changed: list[str] = field(default_factory=list)
+    """Config keys that differ from the checkpoint's (allowed by ``allow_config_change``)."""
+
+    @property
+    def runs_sft(self) -> bool:
+        return self.checkpoint is None and self.warm is None
+
+
 def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_config_change: bool) -> None:
-    """Everything before the first RL step. Configuration problems are raised before the tracker
-    exists (no MLflow run is started for a config that cannot run), on every rank."""
+    """Everything before the first RL step, builder by builder. Configuration problems are raised before
+    the tracker exists (no MLflow run is started for a config that cannot run), on every rank."""
+    check_machine(run, check_env_ids=make_env is None)
+    start = find_start(run, resume, allow_config_change)
+    trajectories = build_tokenizer(run, start, make_env, make_oracle)
+    build_envs(run, make_env)
+    build_model_and_engine(run, start, make_sampler)
+    start_tracking(run, start)
+    warm_start(run, start, trajectories)
+    build_optimiser(run, start)
+    sync_weights(run)
+    if start.checkpoint is None and run.cfg.eval_num_tasks and run.dp.is_main:
+        run.result.val_before = evaluate(run, 0)
+        print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
+
+
+def check_machine(run: Run, check_env_ids: bool) -> None:
+    """The config's runtime checks (the env ids' too unless the caller makes the envs) and the device,
+    then the data-parallel group, the attention backend and the seeded generator."""
     cfg = run.cfg
-    problems = runtime_problems(cfg, check_env_ids=make_env is None)
+    problems = runtime_problems(cfg, check_env_ids=check_env_ids)
     world = world_size_from_environment()
     try:
         run.device = device_for_rank(resolve_device(cfg.device), int(os.environ.get("LOCAL_RANK", "0")), world)
@@ -312,12 +353,16 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         problems.append(str(exc))
     if problems:
         raise ConfigError(problems)
-    run.dp = dp = DataParallel.from_environment(run.device, cfg.distributed.timeout_s)
+    run.dp = DataParallel.from_environment(run.device, cfg.distributed.timeout_s)
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    precision = Precision.from_config(cfg.model)
-    run.backend = attention.select_backend(cfg.model.attention, run.device, precision.compute)
+    run.backend = attention.select_backend(cfg.model.attention, run.device, Precision.from_config(cfg.model).compute)
     run.generator = _seed_everything(cfg.seed)
-    ckpt = checkpoint.load_meta(run.run_dir, dp.world_size) if resume else None
+
+
+def find_start(run: Run, resume: bool, allow_config_change: bool) -> Start:
+    """The run's checkpoint (``resume``) and its config changes, else the SFT-only checkpoint to warm-start from."""
+    cfg = run.cfg
+    ckpt = checkpoint.load_meta(run.run_dir, run.dp.world_size) if resume else None
     changed = checkpoint.config_changes(ckpt["config"], config_to_dict(cfg)) if ckpt else []
     if changed and not allow_config_change:
         raise ConfigError([
@@ -326,34 +371,47 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
         ])
     # An earlier run's SFT-only checkpoint replaces SFT (and the demonstrations): sft.from_checkpoint
     warm = checkpoint.load_sft(cfg.sft.from_checkpoint, config_to_dict(cfg)) if ckpt is None and cfg.sft.from_checkpoint else None
-    env_kwargs = {
+    return Start(ckpt, warm, changed)
+
+
+def _env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    return {
         "max_turns": cfg.env.max_turns, "max_context": cfg.env.max_context,
         "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs,
     }
 
-    # ---- demonstrations (SFT data and the BPE's texts), then the tokenizer: on rank 0 ----
-    # Collected with no context budget: the token counter does not exist before the BPE is trained on
-    # these texts. select_demonstrations measures them in tokens afterwards.
+
+def build_tokenizer(run: Run, start: Start, make_env, make_oracle) -> list[dict[str, Any]]:
+    """The demonstrations (SFT data and the BPE's texts; rank 0), then the tokenizer (broadcast);
+    returns the demonstrations. They are collected with no context budget: the token counter does not
+    exist before the BPE is trained on these texts (``select_demonstrations`` measures them in tokens
+    afterwards)."""
+    cfg, dp = run.cfg, run.dp
     trajectories: list[dict[str, Any]] = []
     if dp.is_main:
         need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
-        if ckpt is None and warm is None and (cfg.sft.num_episodes > 0 or need_texts):
+        if start.runs_sft and (cfg.sft.num_episodes > 0 or need_texts):
             specs = demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes)
-            demo_pool = EnvPool(make_env or gym_env_factory({**env_kwargs, "max_context": None}, None))
+            demo_pool = EnvPool(make_env or gym_env_factory({**_env_kwargs(cfg), "max_context": None}, None))
             try:
                 trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
             finally:
                 demo_pool.close()
         run.tokenizer = load_tokenizer(cfg.model, run.run_dir, trajectory_texts(trajectories) if trajectories else None,
-                                       saved=warm["tokenizer"] if warm else None)
+                                       saved=start.warm["tokenizer"] if start.warm else None)
     run.tokenizer = dp.broadcast(run.tokenizer)
+    return trajectories
 
-    # ---- the envs (rank 0), budgeted in the tokenizer's tokens; rows must hold their longest episode ----
-    # In-process, or Ray env workers (cfg.env.workers); a Ray pool starts on its first reset and ships
-    # this factory (with the token counter) to its workers.
+
+def build_envs(run: Run, make_env) -> None:
+    """The envs (rank 0), budgeted in the tokenizer's tokens; rows must hold their longest episode.
+    In-process, or Ray env workers (``env.workers``); a Ray pool starts on its first reset and ships
+    this factory (with the token counter) to its workers."""
+    cfg, dp = run.cfg, run.dp
     problems = []
     if dp.is_main:
-        run.pool = make_env_pool(make_env or gym_env_factory(env_kwargs, TokenCounter(run.tokenizer)), **dataclasses.asdict(cfg.env.workers))
+        factory = make_env or gym_env_factory(_env_kwargs(cfg), TokenCounter(run.tokenizer))
+        run.pool = make_env_pool(factory, **dataclasses.asdict(cfg.env.workers))
         try:
             check_row_fits(cfg, run.tokenizer, run.pool)
         except ConfigError as exc:
@@ -362,10 +420,15 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     if problems:
         raise ConfigError(problems)
 
-    # ---- model (sharded under torchrun), reference model, rollout engine, tracking ----
+
+def build_model_and_engine(run: Run, start: Start, make_sampler) -> None:
+    """The model (sharded under torchrun; the SFT-only checkpoint's weights on a warm start), the KL
+    reference, the rollout engine (rank 0) and the optimiser step's settings."""
+    cfg, dp = run.cfg, run.dp
+    precision = Precision.from_config(cfg.model)
     lm = load_model(cfg.model, run.tokenizer, run.backend, run.device, seed=cfg.seed)
-    if warm is not None:
-        lm.load_state_dict(warm["model"])
+    if start.warm is not None:
+        lm.load_state_dict(start.warm["model"])
     ref_lm = copy.deepcopy(lm).eval() if cfg.algo.kl_coef > 0 else None
     if dp.is_main:
         # Under torchrun the engine samples from a full copy of the weights: the learner's are shards.
@@ -376,24 +439,33 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             p.requires_grad_(False)
         run.ref_model = dp.wrap(ref_lm, precision)
     run.settings = step_settings(cfg)
+
+
+def start_tracking(run: Run, start: Start) -> None:
+    """MLflow (rank 0; the checkpoint's run on a resume), the alarms, the result, the params and the override tags."""
+    cfg, dp = run.cfg, run.dp
     run.tracker = Tracker(
         run.run_dir, cfg.tracking.experiment, cfg.tracking.run_name, cfg.tracking.tracking_uri,
-        run_id=ckpt["mlflow_run_id"] if ckpt else None, enabled=cfg.tracking.enabled and dp.is_main,
+        run_id=start.checkpoint["mlflow_run_id"] if start.checkpoint else None, enabled=cfg.tracking.enabled and dp.is_main,
     )
     run.alarms = Alarms(cfg.alarms, run.tracker)
     run.result = TrainResult(run.run_dir, run.tracker.run_id, model=run.lm, tokenizer=run.tokenizer)
     run.tracker.log_params(flatten(config_to_dict(cfg)))
     if dp.enabled:
         run.tracker.set_tag("distributed/world_size", dp.world_size)
-    if changed:
-        run.tracker.set_tag("override/config_change", ", ".join(changed))
-        log.warning("resuming with a changed config (%s): allowed by allow_config_change", ", ".join(changed))
+    if start.changed:
+        run.tracker.set_tag("override/config_change", ", ".join(start.changed))
+        log.warning("resuming with a changed config (%s): allowed by allow_config_change", ", ".join(start.changed))
     if cfg.env.allow_restricted_training:
         run.tracker.set_tag("override/allow_restricted_training", "true")
         log.warning("training on tasks whose licence may not allow it (env.allow_restricted_training)")
 
-    # ---- supervised warm start (demonstrations selected on rank 0, the steps split over the ranks) ----
-    if ckpt is None and warm is None and cfg.sft.num_episodes > 0:
+
+def warm_start(run: Run, start: Start, trajectories: list[dict[str, Any]]) -> None:
+    """The supervised warm start (demonstrations selected on rank 0, the steps split over the ranks),
+    then the SFT-only checkpoint; or where SFT ended in the run that wrote ``sft.from_checkpoint``."""
+    cfg, dp = run.cfg, run.dp
+    if start.runs_sft and cfg.sft.num_episodes > 0:
         sft_episodes = short_episodes = None
         if dp.is_main:
             sft_episodes, demo_stats = select_demonstrations(
@@ -406,59 +478,43 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
             run.tracker.log_eval(demo_stats, 0)
             log.info("SFT demonstrations: %s", demo_stats)
         train_sft(
-            run.model, sft_episodes, epochs=cfg.sft.epochs, lr=cfg.sft.lr, batch_episodes=cfg.sft.batch_episodes,
-            settings=sft_settings(cfg), backend=run.backend, generator=run.generator, on_step=SFTStepLog(run), dp=dp,
-            short_episodes=short_episodes, short_steps=cfg.sft.short_context_steps,
-            short_batch_episodes=cfg.sft.short_context_batch_episodes,
-            copy=CopyPretraining.from_config(cfg.sft, run.tokenizer), whole_steps=cfg.sft.whole_steps,
-            warmup_steps=cfg.sft.warmup_steps,
+            run.model, sft_episodes, cfg.sft, settings=sft_settings(cfg), backend=run.backend, generator=run.generator,
+            tokenizer=run.tokenizer, on_step=SFTStepLog(run), dp=dp, short_episodes=short_episodes,
         )
         if run.ref_model is not None:  # the reference is the policy RL starts from
             with torch.no_grad():
                 for p, q in zip(run.model.parameters(), run.ref_model.parameters()):
                     q.copy_(p)
         save_sft_checkpoint(run)
-    if warm is not None:  # where SFT ended in the run that wrote the checkpoint
-        checkpoint.restore_rng(warm["rng"], run.generator)
-        run.result.demonstrations = dict(warm["demonstrations"])
+    if start.warm is not None:
+        checkpoint.restore_rng(start.warm["rng"], run.generator)
+        run.result.demonstrations = dict(start.warm["demonstrations"])
         run.tracker.log_eval(run.result.demonstrations, 0)
         run.tracker.set_tag("warm_start/sft_checkpoint", str(cfg.sft.from_checkpoint))
 
-    # ---- optimiser; then the checkpoint's state, or the evaluation before RL ----
-    run.optimizer = torch.optim.AdamW(
-        run.model.parameters(), lr=cfg.optim.lr, betas=(cfg.optim.beta1, cfg.optim.beta2), weight_decay=cfg.optim.weight_decay
-    )
-    run.scheduler = torch.optim.lr_scheduler.LambdaLR(run.optimizer, WarmUp(cfg.optim.warmup_steps))
-    if ckpt is not None:
-        if ckpt.get("sharded"):
-            checkpoint.load_sharded(run.run_dir, dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
-                                    generator=run.generator)
-        else:
-            run.lm.load_state_dict(ckpt["model"])
-            if run.ref_model is not None:
-                run.ref_model.lm.load_state_dict(ckpt["ref_model"])
-            run.optimizer.load_state_dict(ckpt["optimizer"])
-            checkpoint.restore_rng(ckpt["rng"], run.generator)
-        run.scheduler.load_state_dict(ckpt["scheduler"])
-        _apply_optimiser_config(run)
-        run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
-        run.result.val_before = ckpt.get("val_before", {})
-        run.val_curve = ckpt.get("val_curve", [])
-    sync_weights(run)
-    if ckpt is None and cfg.eval_num_tasks and dp.is_main:
-        run.result.val_before = evaluate(run, 0)
-        print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
 
-
-def _apply_optimiser_config(run: Run) -> None:
-    """After a resume, the config's optimiser settings over the checkpoint's: the saved optimiser and
-    schedule hold the learning rate, betas and weight decay they were made with, so a resume allowed
-    to change ``optim.lr`` (``allow_config_change``) would otherwise go on at the old one."""
-    optim = run.cfg.optim
-    run.scheduler.base_lrs = [optim.lr for _ in run.optimizer.param_groups]
-    for group, lr_lambda in zip(run.optimizer.param_groups, run.scheduler.lr_lambdas):
-        group.update(initial_lr=optim.lr, lr=optim.lr * lr_lambda(run.scheduler.last_epoch),
-                     betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
+def build_optimiser(run: Run, start: Start) -> None:
+    """RL's optimiser and schedule (``optimise.build_optimizer``, as SFT's); on a resume, the checkpoint's
+    state under the config's settings (``apply_settings``), its step, cursor and history."""
+    cfg, dp, ckpt = run.cfg, run.dp, start.checkpoint
+    hp = AdamWSettings.from_config(cfg.optim)
+    run.optimizer, run.scheduler = build_optimizer(run.model, hp, WarmUp(cfg.optim.warmup_steps))
+    if ckpt is None:
+        return
+    if ckpt.get("sharded"):
+        checkpoint.load_sharded(run.run_dir, dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
+                                generator=run.generator)
+    else:
+        run.lm.load_state_dict(ckpt["model"])
+        if run.ref_model is not None:
+            run.ref_model.lm.load_state_dict(ckpt["ref_model"])
+        run.optimizer.load_state_dict(ckpt["optimizer"])
+        checkpoint.restore_rng(ckpt["rng"], run.generator)
+    run.scheduler.load_state_dict(ckpt["scheduler"])
+    apply_settings(run.optimizer, run.scheduler, hp)
+    run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
+    run.result.val_before = ckpt.get("val_before", {})
+    run.val_curve = ckpt.get("val_curve", [])
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: bool = True) -> RolloutEngine:
@@ -493,16 +549,6 @@ def sync_weights(run: Run) -> None:
     state = run.dp.full_state_dict(run.model)
     if run.policy is not None:
         run.policy.load_weights(state)
-
-
-class WarmUp:
-    """Linear learning-rate warm-up over ``steps`` optimiser steps, then constant (a picklable schedule)."""
-
-    def __init__(self, steps: int):
-        self.steps = steps
-
-    def __call__(self, s: int) -> float:
-        return min(1.0, (s + 1) / self.steps) if self.steps else 1.0
 
 
 class SFTStepLog:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
 from . import attention, packing
-from .config import TrainConfig
+from .config import OptimConfig, SFTConfig, TrainConfig
 from .distributed import DataParallel, idle_batch, split_by_tokens
 from .episodes import Episode
 from .losses import (
@@ -74,6 +74,59 @@ class StepSettings:
     is_level: str = "token"
     is_cap: float = 2.0
     is_band: tuple[float, float] = (0.5, 2.0)
+
+
+@dataclass(frozen=True)
+class AdamWSettings:
+    """AdamW's hyper-parameters, from ``optim`` (RL) or ``sft`` (SFT): ``build_optimizer``'s input."""
+
+    lr: float
+    betas: tuple[float, float]
+    weight_decay: float
+
+    @classmethod
+    def from_config(cls, section: OptimConfig | SFTConfig) -> AdamWSettings:
+        """From a section with ``lr``, ``beta1``, ``beta2`` and ``weight_decay`` (``optim`` or ``sft``)."""
+        return cls(float(section.lr), (float(section.beta1), float(section.beta2)), float(section.weight_decay))
+
+
+class WarmUp:
+    """Linear learning-rate warm-up over ``steps`` optimiser steps, then constant (RL's schedule; picklable)."""
+
+    def __init__(self, steps: int):
+        self.steps = steps
+
+    def __call__(self, s: int) -> float:
+        return min(1.0, (s + 1) / self.steps) if self.steps else 1.0
+
+
+class WarmUpDecay:
+    """SFT's schedule: linear warm-up over ``warmup_steps``, times a linear decay to 20% of the peak over
+    ``total`` steps (decaying to zero wasted the second half of short CPU runs)."""
+
+    def __init__(self, warmup_steps: int, total: int):
+        self.warmup_steps, self.total = warmup_steps, total
+
+    def __call__(self, s: int) -> float:
+        return min(1.0, (s + 1) / max(1, self.warmup_steps)) * (1.0 - 0.8 * s / max(1, self.total))
+
+
+def build_optimizer(
+    model: torch.nn.Module, hp: AdamWSettings, schedule: Callable[[int], float]
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """The one optimiser builder (SFT, RL, and RL's resume): AdamW over ``model``'s parameters with
+    ``hp``, and ``schedule`` (a multiplier of ``hp.lr`` per step) as its learning-rate schedule."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=hp.lr, betas=hp.betas, weight_decay=hp.weight_decay)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def apply_settings(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR, hp: AdamWSettings) -> None:
+    """``hp`` over a restored optimiser's and schedule's (``build_optimizer``'s, after loading a checkpoint):
+    a saved optimiser holds the learning rate, betas and weight decay it was made with, so a resume
+    allowed to change ``optim.lr`` (``allow_config_change``) would otherwise go on at the old one."""
+    scheduler.base_lrs = [hp.lr for _ in optimizer.param_groups]
+    for group, lr_lambda in zip(optimizer.param_groups, scheduler.lr_lambdas):
+        group.update(initial_lr=hp.lr, lr=hp.lr * lr_lambda(scheduler.last_epoch), betas=hp.betas, weight_decay=hp.weight_decay)
 
 
 def step_settings(cfg: TrainConfig) -> StepSettings:

@@ -16,9 +16,18 @@ import torch
 
 from sopgym.evaluation.runner import PolicyAgent, run_episodes
 
+from .config import SFTConfig
 from .distributed import DataParallel
 from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat
-from .optimise import ONE_PROCESS, StepSettings, optimiser_step, scatter_episodes
+from .optimise import (
+    ONE_PROCESS,
+    AdamWSettings,
+    StepSettings,
+    WarmUpDecay,
+    build_optimizer,
+    optimiser_step,
+    scatter_episodes,
+)
 from .rollout import EnvPool, EpisodeSpec, check_training_allowed, group_spec_list
 
 
@@ -221,49 +230,46 @@ class CopyPretraining:
 def train_sft(
     model,
     episodes: list[Episode] | None,
+    sft: SFTConfig,
     *,
-    epochs: int,
-    lr: float,
-    batch_episodes: int,
     settings: StepSettings,
     backend: str,
     generator: torch.Generator,
+    tokenizer: Any = None,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
     dp: DataParallel = ONE_PROCESS,
     short_episodes: list[Episode] | None = None,
-    short_steps: int = 0,
-    short_batch_episodes: int = 16,
     copy: CopyPretraining | None = None,
-    whole_steps: int = 0,
-    warmup_steps: int = 0,
 ) -> list[dict[str, float]]:
-    """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``.
+    """Token-mean NLL on the assistant tokens; episodes shuffled each epoch with ``generator``; the
+    stages and the optimiser as ``sft`` (the config's ``SFTConfig``) says.
 
-    With ``short_steps`` > 0 a first stage of that many optimiser steps of ``short_batch_episodes``
-    runs on ``short_episodes`` (the demonstrations without their system turn: ``without_system_turn``),
-    drawn in passes of fresh permutations; then ``epochs`` over ``episodes``. One optimiser and one
-    learning-rate schedule (linear decay to 20% of ``lr``, after ``warmup_steps`` of linear warm-up)
-    span every stage. With ``whole_steps`` > 0 the last stage is that many steps of ``batch_episodes``
-    whole demonstrations, drawn in passes of fresh permutations, instead of ``epochs`` passes.
+    With ``sft.short_context_steps`` > 0 a first stage of that many optimiser steps of
+    ``sft.short_context_batch_episodes`` runs on ``short_episodes`` (the demonstrations without their
+    system turn: ``without_system_turn``), drawn in passes of fresh permutations; then ``sft.epochs``
+    over ``episodes`` (``sft.batch_episodes`` per step). One optimiser (``optimise.build_optimizer``) and
+    one learning-rate schedule (``WarmUpDecay``: linear decay to 20% of ``sft.lr``, after
+    ``sft.warmup_steps`` of linear warm-up) span every stage. With ``sft.whole_steps`` > 0 the last stage
+    is that many steps of whole demonstrations, drawn in passes of fresh permutations, instead of epochs.
 
-    With ``copy`` (``CopyPretraining``), ``copy.steps`` steps of ``copy.batch_sequences`` copy
-    sequences (``copy_sequences``) come first, and ``copy.mix_sequences`` more join every later step.
+    Copy pretraining (``CopyPretraining.from_config(sft, tokenizer)``; ``copy`` overrides it):
+    ``copy.steps`` steps of ``copy.batch_sequences`` copy sequences (``copy_sequences``) come first, and
+    ``copy.mix_sequences`` more join every later step.
 
     Data-parallel (``dp``), ``episodes`` is read on rank 0, which shuffles and splits each batch over
     the ranks by tokens (every rank draws the same permutation, so the generators stay equal).
     """
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    if copy is None:
+        copy = CopyPretraining.from_config(sft, tokenizer) if sft.copy_steps or sft.copy_mix_sequences else CopyPretraining()
+    epochs, batch_episodes, whole_steps = sft.epochs, sft.batch_episodes, sft.whole_steps
+    short_steps, short_batch_episodes = sft.short_context_steps, sft.short_context_batch_episodes
     num_episodes = dp.broadcast(len(episodes) if dp.is_main else None)
     num_short = dp.broadcast(len(short_episodes or []) if dp.is_main else None) if short_steps else 0
     if short_steps and not num_short:
         raise ValueError(f"sft short-context stage: expected episodes for its {short_steps} steps, got none")
-    copy = copy or CopyPretraining()
     whole = whole_steps or epochs * ((num_episodes + batch_episodes - 1) // batch_episodes)
     total = copy.steps + short_steps + whole
-    # Linear decay to 20% of the peak: decaying to zero wasted the second half of short CPU runs.
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)) * (1.0 - 0.8 * s / max(1, total))
-    )
+    optimizer, scheduler = build_optimizer(model, AdamWSettings.from_config(sft), WarmUpDecay(sft.warmup_steps, total))
     model.train()
     history = []
 

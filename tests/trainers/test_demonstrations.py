@@ -95,6 +95,7 @@ def _staged_sft(short_steps: int, copy=None, whole_steps: int = 0):
     ``copy`` builds its ``CopyPretraining`` from the tokenizer. Returns (episodes, short episodes, history)."""
     import torch
 
+    from sopgym.trainers.config import SFTConfig
     from sopgym.trainers.optimise import StepSettings
     from sopgym.trainers.sft import short_context_episodes, train_sft
 
@@ -104,10 +105,11 @@ def _staged_sft(short_steps: int, copy=None, whole_steps: int = 0):
     trajs = _fake_trajectories(wrong_rate=0.0, n=6)
     episodes, _ = select_demonstrations(tok, trajs, 6, max_context=512)
     short = short_context_episodes(tok, trajs, episodes)
+    sft = SFTConfig(num_episodes=6, epochs=1, lr=1e-3, batch_episodes=4, short_context_steps=short_steps, short_context_batch_episodes=5,
+                    whole_steps=whole_steps)
     history = train_sft(
-        tiny_model(tok), episodes, epochs=1, lr=1e-3, batch_episodes=4, settings=StepSettings(loss="sft", row_tokens=4096),
-        backend="sdpa", generator=torch.Generator().manual_seed(0), short_episodes=short, short_steps=short_steps,
-        short_batch_episodes=5, copy=copy(tok) if copy else None, whole_steps=whole_steps,
+        tiny_model(tok), episodes, sft, settings=StepSettings(loss="sft", row_tokens=4096), backend="sdpa",
+        generator=torch.Generator().manual_seed(0), short_episodes=short, copy=copy(tok) if copy else None,
     )
     return episodes, short, history
 
@@ -167,6 +169,7 @@ def test_copy_stage_runs_first_and_its_sequences_join_every_later_step(tok_dir):
 def test_warm_up_ramps_the_learning_rate_linearly_then_the_decay_follows(tok_dir):
     import torch
 
+    from sopgym.trainers.config import SFTConfig
     from sopgym.trainers.optimise import StepSettings
     from sopgym.trainers.sft import train_sft
 
@@ -176,8 +179,8 @@ def test_warm_up_ramps_the_learning_rate_linearly_then_the_decay_follows(tok_dir
     trajs = _fake_trajectories(wrong_rate=0.0, n=6)
     episodes, _ = select_demonstrations(tok, trajs, 6, max_context=512)
     history = train_sft(
-        tiny_model(tok), episodes, epochs=1, lr=1e-2, batch_episodes=1, settings=StepSettings(loss="sft", row_tokens=4096),
-        backend="sdpa", generator=torch.Generator().manual_seed(0), warmup_steps=4,
+        tiny_model(tok), episodes, SFTConfig(num_episodes=6, epochs=1, lr=1e-2, batch_episodes=1, warmup_steps=4),
+        settings=StepSettings(loss="sft", row_tokens=4096), backend="sdpa", generator=torch.Generator().manual_seed(0),
     )
     total = 6
     expected = [1e-2 * min(1.0, (s + 1) / 4) * (1.0 - 0.8 * s / total) for s in range(total)]
@@ -190,6 +193,7 @@ def test_copy_pretraining_makes_a_tiny_model_copy_unseen_sequences(tok_dir):
     copy accuracy 0.05, 0.17, 0.32, 0.79, 0.98 after 100 to 500 steps, and 0.0 (chance: 1 in 256) before it."""
     import torch
 
+    from sopgym.trainers.config import SFTConfig
     from sopgym.trainers.optimise import StepSettings
     from sopgym.trainers.sft import CopyPretraining, copy_sequences, copy_token_pool, train_sft
 
@@ -216,8 +220,8 @@ def test_copy_pretraining_makes_a_tiny_model_copy_unseen_sequences(tok_dir):
 
     before = copy_accuracy()
     train_sft(
-        model, episodes, epochs=1, lr=1e-3, batch_episodes=1, settings=StepSettings(loss="sft", row_tokens=4096),
-        backend="sdpa", generator=torch.Generator().manual_seed(0), warmup_steps=50,
+        model, episodes, SFTConfig(num_episodes=1, epochs=1, lr=1e-3, batch_episodes=1, warmup_steps=50),
+        settings=StepSettings(loss="sft", row_tokens=4096), backend="sdpa", generator=torch.Generator().manual_seed(0),
         copy=CopyPretraining(tok, steps=500, batch_sequences=32, vocab=256, lengths=(8, 16)),
     )
     after = copy_accuracy()

@@ -236,3 +236,24 @@ def test_chunked_output_head_equals_one_shot_values_and_gradients():
     assert torch.allclose(results[0][0], results[1][0], atol=1e-12) and torch.allclose(results[0][1], results[1][1], atol=1e-12)
     for name, g in results[0][2].items():
         assert torch.allclose(g, results[1][2][name], atol=1e-12), name
+
+
+def test_one_optimiser_builder_serves_sft_rl_and_resume():
+    """SFT, RL and a resume build their AdamW and schedule in ``optimise.build_optimizer`` alone (the
+    package constructs no optimiser anywhere else), and SFT's hyper-parameters come from its section."""
+    import pathlib
+    import re
+
+    from sopgym.trainers.config import SFTConfig
+    from sopgym.trainers.optimise import AdamWSettings, WarmUp, apply_settings, build_optimizer
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "sopgym"
+    makers = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if re.search(r"optim\.(AdamW|Adam|SGD)\(", p.read_text()))
+    assert makers == ["trainers/optimise.py"], makers
+    hp = AdamWSettings.from_config(SFTConfig(lr=3e-4, beta1=0.8, beta2=0.99, weight_decay=0.1))
+    assert hp == AdamWSettings(3e-4, (0.8, 0.99), 0.1)
+    model = torch.nn.Linear(2, 2)
+    opt, sched = build_optimizer(model, hp, WarmUp(4))
+    assert opt.param_groups[0]["betas"] == (0.8, 0.99) and opt.param_groups[0]["lr"] == pytest.approx(3e-4 / 4)
+    apply_settings(opt, sched, AdamWSettings(1e-3, (0.9, 0.95), 0.0))  # a resume under a changed config
+    assert opt.param_groups[0]["betas"] == (0.9, 0.95) and opt.param_groups[0]["lr"] == pytest.approx(1e-3 / 4)

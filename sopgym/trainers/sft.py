@@ -259,8 +259,8 @@ def train_sft(
     Data-parallel (``dp``), ``episodes`` is read on rank 0, which shuffles and splits each batch over
     the ranks by tokens (every rank draws the same permutation, so the generators stay equal).
     """
-    if copy is None:
-        copy = CopyPretraining.from_config(sft, tokenizer) if sft.copy_steps or sft.copy_mix_sequences else CopyPretraining()
+    if copy is None:  # its token pool is built on first use: never when copy_steps and copy_mix_sequences are 0
+        copy = CopyPretraining.from_config(sft, tokenizer)
     epochs, batch_episodes, whole_steps = sft.epochs, sft.batch_episodes, sft.whole_steps
     short_steps, short_batch_episodes = sft.short_context_steps, sft.short_context_batch_episodes
     num_episodes = dp.broadcast(len(episodes) if dp.is_main else None)

@@ -53,7 +53,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .chat import ChatRequest, Completion, RequestFailed, ServerRefused
 from .openai_answers import Answer, BadAnswer, StreamReader, loads, parse_body, read_body, wire_limit
@@ -277,6 +277,14 @@ class _Attempts:
     started: float = field(default_factory=time.monotonic)
 
 
+class _Retry(NamedTuple):
+    """A failed attempt worth another: why, whether to wait for the server's health first, how long to wait."""
+
+    reason: str
+    recover: bool
+    wait_s: float
+
+
 class OpenAIChatModel:
     """A :class:`~.chat.ChatModel` over an OpenAI-compatible server (see the module docstring).
 
@@ -431,7 +439,6 @@ class OpenAIChatModel:
                 "max_reply_bytes": self.config.max_reply_bytes}
 
     def _complete(self, request: ChatRequest) -> Completion | RequestFailed:
-        openai = self._openai
         cfg = self.config
         tries = _Attempts()
         last = "no attempt"
@@ -439,50 +446,71 @@ class OpenAIChatModel:
             if self._stop.is_set():
                 raise _Abandoned("the run stopped")
             tries.count += 1
-            started = time.monotonic()
-            wait_s = self._backoff(retry)
-            recover = False
-            try:
-                answer = self._send(request)
-                for warning in answer.usage_warnings:
-                    log.warning("%s: %s", cfg.public()["base_url"], warning)
-                return Completion(answer.message, answer.finish_reason, answer.prompt_tokens, answer.completion_tokens,
-                                  time.monotonic() - started, tries.count, answer.truncated, answer.usage_warnings)
-            except _Abandoned as exc:
-                if self._stop.is_set():
-                    raise
-                last, recover = f"timed out: {exc}", True
-            except openai.APITimeoutError:
-                last, recover = f"timed out after {cfg.request_timeout_s:g} s", True
-            except openai.APIConnectionError as exc:
-                last, recover = f"connection failed: {exc}", True
-            except openai.APIStatusError as exc:
-                status, text = exc.status_code, _server_message(exc)
-                code = getattr(exc, "code", None)
-                if status in RETRY_STATUSES or status >= 500:
-                    last = f"HTTP {status}: {text}"
-                    asked = _retry_after(exc)  # the server's word beats our backoff (bounded by the server wait)
-                    wait_s = min(asked, cfg.server_wait_s) if asked is not None else wait_s
-                elif is_context_length_error(status, text, code if isinstance(code, str) else None):
-                    return RequestFailed("context_budget", f"the prompt does not fit the model's context (HTTP {status}): {text}",
-                                         tries.count, time.monotonic() - tries.started)
-                else:
-                    raise ServerRefused(status, f"the server refused the request (HTTP {status}): {text}") from None
-            except BadAnswer as exc:
-                last = f"malformed answer: {exc}"
-            except openai.APIError as exc:
-                last = f"the server reported an error: {exc}"
-            except self._http_errors as exc:  # the body's transport failed mid-read
-                last, recover = f"connection failed while reading the answer: {type(exc).__name__}: {exc}", True
+            outcome = self._attempt(request, retry, tries)
+            if not isinstance(outcome, _Retry):
+                return outcome
+            last = outcome.reason
             if retry == cfg.max_retries:
                 break
-            if self._stop.wait(wait_s):
+            if self._stop.wait(outcome.wait_s):
                 raise _Abandoned("the run stopped")
-            if recover and not self._healthy(cfg.server_wait_s):
+            if outcome.recover and not self._healthy(cfg.server_wait_s):
                 last += f"; the server did not answer again within {cfg.server_wait_s:g} s"
                 break
         return RequestFailed("inference", f"{cfg.public()['base_url']}: no answer after {tries.count} attempt(s): {last}",
                              tries.count, time.monotonic() - tries.started)
+
+    def _attempt(self, request: ChatRequest, retry: int, tries: _Attempts) -> Completion | RequestFailed | _Retry:
+        """Attempt number ``retry + 1``: the completion, a failure not worth retrying, or why to retry.
+
+        Raises:
+            ServerRefused: a refusal.
+            _Abandoned: the run stopped.
+        """
+        openai = self._openai
+        cfg = self.config
+        started = time.monotonic()
+        wait_s = self._backoff(retry)
+        try:
+            answer = self._send(request)
+            for warning in answer.usage_warnings:
+                log.warning("%s: %s", cfg.public()["base_url"], warning)
+            return Completion(answer.message, answer.finish_reason, answer.prompt_tokens, answer.completion_tokens,
+                              time.monotonic() - started, tries.count, answer.truncated, answer.usage_warnings)
+        except _Abandoned as exc:
+            if self._stop.is_set():
+                raise
+            return _Retry(f"timed out: {exc}", True, wait_s)
+        except openai.APITimeoutError:
+            return _Retry(f"timed out after {cfg.request_timeout_s:g} s", True, wait_s)
+        except openai.APIConnectionError as exc:
+            return _Retry(f"connection failed: {exc}", True, wait_s)
+        except openai.APIStatusError as exc:
+            return self._status_error(exc, tries, wait_s)
+        except BadAnswer as exc:
+            return _Retry(f"malformed answer: {exc}", False, wait_s)
+        except openai.APIError as exc:
+            return _Retry(f"the server reported an error: {exc}", False, wait_s)
+        except self._http_errors as exc:  # the body's transport failed mid-read
+            return _Retry(f"connection failed while reading the answer: {type(exc).__name__}: {exc}", True, wait_s)
+
+    def _status_error(self, exc: Any, tries: _Attempts, wait_s: float) -> RequestFailed | _Retry:
+        """An HTTP error status: retried (429, 5xx: after the server's ``Retry-After`` when it gave one,
+        bounded by the server wait), a context-length failure, or a refusal.
+
+        Raises:
+            ServerRefused: any other status.
+        """
+        cfg = self.config
+        status, text = exc.status_code, _server_message(exc)
+        code = getattr(exc, "code", None)
+        if status in RETRY_STATUSES or status >= 500:
+            asked = _retry_after(exc)  # the server's word beats our backoff (bounded by the server wait)
+            return _Retry(f"HTTP {status}: {text}", False, min(asked, cfg.server_wait_s) if asked is not None else wait_s)
+        if is_context_length_error(status, text, code if isinstance(code, str) else None):
+            return RequestFailed("context_budget", f"the prompt does not fit the model's context (HTTP {status}): {text}",
+                                 tries.count, time.monotonic() - tries.started)
+        raise ServerRefused(status, f"the server refused the request (HTTP {status}): {text}") from None
 
     def _backoff(self, retry: int) -> float:
         cfg = self.config

@@ -379,40 +379,58 @@ class RayEnvPool:
         if not ops:
             return []
         self.start()
-        import ray
-
         ops = [op if op[0] == "reset" or op[1] not in self._lost else self._lost_op(op[1]) for op in ops]
         out: list[Any] = [None] * len(ops)
         todo = list(range(len(ops)))
         failed_rounds = 0
         while todo:
-            by_worker: dict[int, list[int]] = {}
-            for i in todo:
-                by_worker.setdefault(ops[i][1] % self.num_workers, []).append(i)
-            refs = {w: self._workers[w].run.remote([ops[i] for i in idx]) for w, idx in by_worker.items()}
-            todo, error = [], None
-            for w, ref in refs.items():
-                try:
-                    answers = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
-                    self._replace(w, exc)
-                    for i in by_worker[w]:
-                        if ops[i][0] != "reset":
-                            ops[i] = self._lost_op(ops[i][1])
-                        todo.append(i)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - env code raised: re-raised below, as in-process
-                    error = error or exc
-                    continue
-                for i, answer in zip(by_worker[w], answers):
-                    out[i] = self._unpack(ops[i][1], answer)
-            if error is not None:
-                raise error
+            todo = self._round(ops, todo, out)
             if todo:
                 failed_rounds += 1
                 if failed_rounds > self.max_replacements:
                     raise WorkerLost(f"env workers died {failed_rounds} times in a row within one call "
                                      f"(max_replacements={self.max_replacements}); giving up")
+        self._track_slots(ops, out)
+        return out
+
+    def _round(self, ops: list[tuple[str, int, Any]], todo: list[int], out: list[Any]) -> list[int]:
+        """Send operations ``todo`` (indices into ``ops``), one batched call per worker, and put their
+        answers into ``out``. A lost worker is replaced, its operations other than resets become lost
+        ones (in ``ops``), and they are returned to be sent again.
+
+        Raises:
+            Exception: the first error env code raised, once every worker has answered.
+        """
+        import ray
+
+        by_worker: dict[int, list[int]] = {}
+        for i in todo:
+            by_worker.setdefault(ops[i][1] % self.num_workers, []).append(i)
+        refs = {w: self._workers[w].run.remote([ops[i] for i in idx]) for w, idx in by_worker.items()}
+        again: list[int] = []
+        error: Exception | None = None
+        for w, ref in refs.items():
+            try:
+                answers = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                self._replace(w, exc)
+                for i in by_worker[w]:
+                    if ops[i][0] != "reset":
+                        ops[i] = self._lost_op(ops[i][1])
+                    again.append(i)
+                continue
+            except Exception as exc:  # noqa: BLE001 - env code raised: re-raised below, as in-process
+                error = error or exc
+                continue
+            for i, answer in zip(by_worker[w], answers):
+                out[i] = self._unpack(ops[i][1], answer)
+        if error is not None:
+            raise error
+        return again
+
+    def _track_slots(self, ops: list[tuple[str, int, Any]], out: list[Any]) -> None:
+        """Note which slots run an episode after the answered operations: a reset starts one, an
+        episode that terminated or was truncated frees its slot; a lost episode is counted."""
         for (kind, slot, payload), answer in zip(ops, out):
             if kind == "reset":
                 self._running[slot] = payload
@@ -423,7 +441,6 @@ class RayEnvPool:
                 if answer[2] or answer[3]:  # terminated or truncated: the slot is free
                     self._running.pop(slot, None)
                     self._lost.pop(slot, None)
-        return out
 
     def _unpack(self, slot: int, answer: tuple) -> tuple:
         """A worker's answer with ``info["messages"]`` whole again (see :class:`MessagesDelta`)."""

@@ -356,52 +356,22 @@ def run_episodes(
     free = list(range(min(concurrency, len(specs))))
     running: dict[int, _Running] = {}
     results: list[EpisodeResult | None] = [None] * len(specs)
-    if isinstance(progress, ProgressBar):
-        bar = progress
-    else:
-        bar = ProgressBar(len(specs)) if progress and specs else None
+    bar = _progress_bar(progress, specs)
     try:
         while pending or running:
-            starts = []
-            while free and pending:
-                starts.append((free.pop(0), *pending.popleft()))
-            if starts:
-                outs = pool.reset([(slot, spec) for slot, _, spec in starts])
-                for (slot, index, spec), (observation, info) in zip(starts, outs):
-                    running[slot] = _Running(index, spec, observation, info, observation, info, len(info.get("messages") or ()))
-                    agent.start(slot, spec, observation, info)
+            _start_episodes(pool, agent, pending, free, running)
             slots = sorted(running)
             replies = agent.act(slots, [running[s].observation for s in slots], [running[s].info for s in slots])
             if len(replies) != len(slots):
                 raise ValueError(f"agent.act answered {len(replies)} episodes, expected {len(slots)} (one per slot)")
-            ends = [(s, r) for s, r in zip(slots, replies) if isinstance(r, EndEpisode)]
-            steps = [(s, r) for s, r in zip(slots, replies) if not isinstance(r, EndEpisode)]
-            outcomes = list(zip(steps, pool.step(steps))) if steps else []
-            outcomes += list(zip(ends, pool.end(ends))) if ends else []
-            for (slot, reply), (observation, reward, terminated, truncated, info) in outcomes:
+            for (slot, reply), output in _play(pool, slots, replies):
                 run = running[slot]
-                ended_by = reply if isinstance(reply, EndEpisode) else None
-                turn = None
-                messages = info.get("messages") or []
-                if ended_by is None:
-                    # messages[num_messages] is the env's rendering of this reply; what follows is new.
-                    turn = Turn(reply, observation, float(reward), bool(terminated), bool(truncated),
-                                str(info.get("status")), info.get("turn_status"), list(info.get("calls") or ()),
-                                [dict(m) for m in messages[run.num_messages + 1:]])
-                    run.turns.append(turn)
-                run.num_messages = len(messages)
-                run.total_reward += float(reward)
-                run.observation, run.info = observation, info
+                turn = _advance(run, reply, output)
+                _, _, terminated, truncated, info = output
                 if not (terminated or truncated):
                     agent.observe(slot, turn, info, None)
                     continue
-                if "episode" not in info:
-                    raise ValueError(
-                        f"{run.spec.env_id}: the episode ended without info['episode'] (the record the evaluator "
-                        f"reads); expected every env to emit one at its last step"
-                    )
-                result = EpisodeResult(run.index, run.spec, run.reset_observation, run.reset_info, run.turns, dict(info["episode"]), info,
-                                       run.total_reward, ended_by)
+                result = _result(run, info, reply if isinstance(reply, EndEpisode) else None)
                 results[run.index] = result
                 agent.observe(slot, turn, info, result)
                 del running[slot]
@@ -415,6 +385,70 @@ def run_episodes(
         if bar is not None:
             bar.close()
     return results  # type: ignore[return-value]  (every slot is filled once the loop ends)
+
+
+def _progress_bar(progress: bool | ProgressBar, specs: Sequence[EpisodeSpec]) -> ProgressBar | None:
+    """The bar :func:`run_episodes` was given, a new one if it was asked for one (and has specs), or none."""
+    if isinstance(progress, ProgressBar):
+        return progress
+    return ProgressBar(len(specs)) if progress and specs else None
+
+
+def _start_episodes(pool: EnvPool, agent: BatchAgent, pending: deque[tuple[int, EpisodeSpec]], free: list[int],
+                    running: dict[int, _Running]) -> None:
+    """Reset the next pending specs into the free slots (lowest first), in one call to the pool, and
+    tell the agent of each new episode."""
+    starts = []
+    while free and pending:
+        starts.append((free.pop(0), *pending.popleft()))
+    if starts:
+        outs = pool.reset([(slot, spec) for slot, _, spec in starts])
+        for (slot, index, spec), (observation, info) in zip(starts, outs):
+            running[slot] = _Running(index, spec, observation, info, observation, info, len(info.get("messages") or ()))
+            agent.start(slot, spec, observation, info)
+
+
+def _play(pool: EnvPool, slots: list[int], replies: Sequence[Any]) -> list[tuple[tuple[int, Any], StepOutput]]:
+    """Step the envs with the agent's replies, then end the episodes it ended (:class:`EndEpisode`):
+    ``((slot, reply), output)`` for each, the steps first."""
+    ends = [(s, r) for s, r in zip(slots, replies) if isinstance(r, EndEpisode)]
+    steps = [(s, r) for s, r in zip(slots, replies) if not isinstance(r, EndEpisode)]
+    outcomes = list(zip(steps, pool.step(steps))) if steps else []
+    outcomes += list(zip(ends, pool.end(ends))) if ends else []
+    return outcomes
+
+
+def _advance(run: _Running, reply: Any, output: StepOutput) -> Turn | None:
+    """Note one step's output in its running episode. Returns the turn played (None when the agent
+    ended the episode instead of replying)."""
+    observation, reward, terminated, truncated, info = output
+    turn = None
+    messages = info.get("messages") or []
+    if not isinstance(reply, EndEpisode):
+        # messages[num_messages] is the env's rendering of this reply; what follows is new.
+        turn = Turn(reply, observation, float(reward), bool(terminated), bool(truncated),
+                    str(info.get("status")), info.get("turn_status"), list(info.get("calls") or ()),
+                    [dict(m) for m in messages[run.num_messages + 1:]])
+        run.turns.append(turn)
+    run.num_messages = len(messages)
+    run.total_reward += float(reward)
+    run.observation, run.info = observation, info
+    return turn
+
+
+def _result(run: _Running, info: dict[str, Any], ended_by: EndEpisode | None) -> EpisodeResult:
+    """The result of an episode that ended with ``info`` (its last step's).
+
+    Raises:
+        ValueError: the env emitted no ``info["episode"]`` record.
+    """
+    if "episode" not in info:
+        raise ValueError(
+            f"{run.spec.env_id}: the episode ended without info['episode'] (the record the evaluator "
+            f"reads); expected every env to emit one at its last step"
+        )
+    return EpisodeResult(run.index, run.spec, run.reset_observation, run.reset_info, run.turns, dict(info["episode"]), info,
+                         run.total_reward, ended_by)
 
 
 def run_episode(env: Any, policy: Any, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> EpisodeResult:

@@ -198,29 +198,12 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
     for number, raw in enumerate(lines, start=1):
         where = f"{path}:{number}"
         position += len(raw)
-        last = number == len(lines)
-        if not raw.endswith(b"\n"):
+        obj = _read_line(raw, where, last=number == len(lines))
+        if obj is None:
             break  # a half-written last line
-        try:
-            obj = json.loads(raw)
-        except RecursionError:
-            raise ValueError(f"{where}: the line is nested too deep to read (a damaged file?)") from None
-        except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
-            if last and isinstance(exc, json.JSONDecodeError):
-                break
-            raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON ({str(exc)[:200]})") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{where}: expected a JSON object, got {_kind(obj)}")
         kind = obj.get("type")
         if kind == "run":
-            if number != 1:
-                raise ValueError(f"{where}: a 'run' line must be the first line")
-            if obj.get("format") != TRAJECTORY_FORMAT:
-                raise ValueError(f"{where}: the run line's format is {json.dumps(obj.get('format'))[:60]}; this version "
-                                 f"reads format {TRAJECTORY_FORMAT}")
-            if not isinstance(obj.get("identity"), dict):
-                raise ValueError(f"{where}: the run line's identity is {_kind(obj.get('identity'))}, expected an object "
-                                 "(the settings of the run)")
+            _check_run_line(obj, where, number)
             run_line, offset = obj, position
             continue
         index = obj.get("episode_index")
@@ -232,30 +215,82 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
             resets[index] = obj
             agent_turns[index] = []
         elif kind == "step":
-            agent = obj.get("agent")
-            if agent is not None and not isinstance(agent, dict):
-                raise ValueError(f"{where}: the step's agent entry is {_kind(agent)}, expected an object")
-            agent_turns.setdefault(index, []).append(agent)
+            agent_turns.setdefault(index, []).append(_step_agent(obj, where))
         elif kind == "episode":
-            record = {k: v for k, v in obj.items() if k not in ("type", "episode_index", "extra")}
-            extra = obj.get("extra") if obj.get("extra") is not None else {}
-            if not isinstance(extra, dict):
-                raise ValueError(f"{where}: the episode's extra is {_kind(extra)}, expected an object")
-            if not isinstance(record.get("env_id"), str):
-                raise ValueError(f"{where}: the episode's env_id is {_kind(record.get('env_id'))}, expected a string")
-            try:
-                score_record(record, where)
-            except (TypeError, AttributeError) as exc:
-                raise ValueError(f"{where}: the episode record cannot be scored ({type(exc).__name__}: {exc})") from None
-            if "model" in extra:
-                _check_model_totals(where, extra["model"])
-            extra = dict(extra)
-            turns = agent_turns.get(index) or []
-            if turns and all(t is not None for t in turns):
-                extra["turns"] = turns
-            finished[index] = EpisodeOutcome(index, record["env_id"], record, extra, resumed=True, line=number)
+            finished[index] = _episode_outcome(obj, index, where, number, agent_turns.get(index) or [])
             offset = position
     return run_line, finished, resets, offset
+
+
+def _read_line(raw: bytes, where: str, last: bool) -> dict[str, Any] | None:
+    """One line of a trajectory file as its object; None for a half-written last line (no newline, or,
+    when ``last``, not JSON).
+
+    Raises:
+        ValueError: a line that is not JSON (or nested too deep to read), or not an object.
+    """
+    if not raw.endswith(b"\n"):
+        return None
+    try:
+        obj = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"{where}: the line is nested too deep to read (a damaged file?)") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
+        if last and isinstance(exc, json.JSONDecodeError):
+            return None
+        raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON ({str(exc)[:200]})") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {_kind(obj)}")
+    return obj
+
+
+def _check_run_line(obj: dict[str, Any], where: str, number: int) -> None:
+    """A run line must be the first, of this version's format, with the run's settings as its identity."""
+    if number != 1:
+        raise ValueError(f"{where}: a 'run' line must be the first line")
+    if obj.get("format") != TRAJECTORY_FORMAT:
+        raise ValueError(f"{where}: the run line's format is {json.dumps(obj.get('format'))[:60]}; this version "
+                         f"reads format {TRAJECTORY_FORMAT}")
+    if not isinstance(obj.get("identity"), dict):
+        raise ValueError(f"{where}: the run line's identity is {_kind(obj.get('identity'))}, expected an object "
+                         "(the settings of the run)")
+
+
+def _step_agent(obj: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """A step line's agent entry (None when it has none).
+
+    Raises:
+        ValueError: an entry that is not an object.
+    """
+    agent = obj.get("agent")
+    if agent is not None and not isinstance(agent, dict):
+        raise ValueError(f"{where}: the step's agent entry is {_kind(agent)}, expected an object")
+    return agent
+
+
+def _episode_outcome(obj: dict[str, Any], index: int, where: str, number: int, turns: list) -> EpisodeOutcome:
+    """The finished episode an ``episode`` line holds, given the agent entries of its step lines
+    (kept as ``extra["turns"]`` when every step has one).
+
+    Raises:
+        ValueError: a record the evaluator cannot score, or fields of the wrong kinds.
+    """
+    record = {k: v for k, v in obj.items() if k not in ("type", "episode_index", "extra")}
+    extra = obj.get("extra") if obj.get("extra") is not None else {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"{where}: the episode's extra is {_kind(extra)}, expected an object")
+    if not isinstance(record.get("env_id"), str):
+        raise ValueError(f"{where}: the episode's env_id is {_kind(record.get('env_id'))}, expected a string")
+    try:
+        score_record(record, where)
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"{where}: the episode record cannot be scored ({type(exc).__name__}: {exc})") from None
+    if "model" in extra:
+        _check_model_totals(where, extra["model"])
+    extra = dict(extra)
+    if turns and all(t is not None for t in turns):
+        extra["turns"] = turns
+    return EpisodeOutcome(index, record["env_id"], record, extra, resumed=True, line=number)
 
 
 class _SuiteWriter:

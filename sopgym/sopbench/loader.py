@@ -293,12 +293,7 @@ def load_domain(folder: str | Path, *, allow_training: bool = False) -> SopBench
         ImportError: pandas is not installed (it is needed to read the CSV as upstream does).
     """
     folder = Path(folder)
-    missing = [f for f in _REQUIRED if not (folder / f).is_file()]
-    task_file = next((f for f in _TASK_FILES if (folder / f).is_file()), None)
-    if task_file is None:
-        missing.append(" or ".join(_TASK_FILES))
-    if missing:
-        raise ValueError(f"{folder.name}: missing {', '.join(missing)}")
+    task_file = _task_file(folder)
     try:
         import pandas as pd
     except ImportError as exc:
@@ -322,38 +317,8 @@ def load_domain(folder: str | Path, *, allow_training: bool = False) -> SopBench
     if len(frame) == 0:
         raise ValueError(f"{folder.name}: {task_file} has no rows")
     columns = list(frame.columns)
-    outputs = list(metadata.get("output_columns") or [])
-    if not outputs:  # upstream's legacy rule
-        outputs = [c for c in ("expected_output", "final_decision") if c in columns][:1]
-        if not outputs:
-            raise ValueError(f"{folder.name}: no output_columns in metadata.json and no expected_output/final_decision column")
-        problems.append(f"no output_columns in metadata.json: ground truth taken from column {outputs[0]!r}")
-    absent = [c for c in outputs if c not in columns]
-    if absent:
-        raise ValueError(f"{folder.name}: output columns {absent} not in {task_file}; columns are {columns}")
-
-    declared = metadata.get("input_columns")
-    if declared:
-        absent = [c for c in declared if c not in columns]
-        if absent:
-            raise ValueError(f"{folder.name}: input columns {absent} not in {task_file}; columns are {columns}")
-        leaked = [c for c in declared if c in outputs]
-        if leaked:
-            problems.append(f"input_columns include ground-truth columns {leaked}: they are not shown")
-        inputs = [c for c in declared if c not in outputs]
-        rule = "metadata"
-    elif (folder / "test_set_without_outputs.csv").is_file():
-        unlabelled = list(pd.read_csv(folder / "test_set_without_outputs.csv", nrows=0).columns)
-        inputs = [c for c in columns if c in unlabelled and c not in outputs]
-        rule = "without_outputs_columns"
-    else:
-        inputs = [c for c in columns if c not in outputs]
-        rule = "all_but_ground_truth"
-    if rule != "metadata":
-        problems.append(
-            f"no input_columns in metadata.json: upstream shows the whole row, ground truth included; "
-            f"sopgym shows {len(inputs)} columns (rule {rule})"
-        )
+    outputs = _output_columns(folder, task_file, metadata, columns, problems)
+    inputs, rule = _input_columns(folder, task_file, metadata, columns, outputs, problems)
     hidden = [c for c in columns if c not in inputs and c not in outputs]
 
     has_tools = (folder / "tools.py").is_file()
@@ -380,6 +345,78 @@ def load_domain(folder: str | Path, *, allow_training: bool = False) -> SopBench
         metadata=metadata,
         problems=tuple(problems),
     )
+
+
+def _task_file(folder: Path) -> str:
+    """The domain's task file (the first of :data:`_TASK_FILES` present).
+
+    Raises:
+        ValueError: a required file is missing, or every task file (naming them all).
+    """
+    missing = [f for f in _REQUIRED if not (folder / f).is_file()]
+    task_file = next((f for f in _TASK_FILES if (folder / f).is_file()), None)
+    if task_file is None:
+        missing.append(" or ".join(_TASK_FILES))
+    if missing:
+        raise ValueError(f"{folder.name}: missing {', '.join(missing)}")
+    assert task_file is not None  # missing names the task files otherwise
+    return task_file
+
+
+def _output_columns(folder: Path, task_file: str, metadata: Mapping[str, Any], columns: list[str],
+                    problems: list[str]) -> list[str]:
+    """The ground-truth columns: metadata.json's ``output_columns``, or upstream's legacy rule (the
+    ``expected_output`` or ``final_decision`` column, noted in ``problems``).
+
+    Raises:
+        ValueError: no output columns, or ones the task file does not have.
+    """
+    outputs = list(metadata.get("output_columns") or [])
+    if not outputs:  # upstream's legacy rule
+        outputs = [c for c in ("expected_output", "final_decision") if c in columns][:1]
+        if not outputs:
+            raise ValueError(f"{folder.name}: no output_columns in metadata.json and no expected_output/final_decision column")
+        problems.append(f"no output_columns in metadata.json: ground truth taken from column {outputs[0]!r}")
+    absent = [c for c in outputs if c not in columns]
+    if absent:
+        raise ValueError(f"{folder.name}: output columns {absent} not in {task_file}; columns are {columns}")
+    return outputs
+
+
+def _input_columns(folder: Path, task_file: str, metadata: Mapping[str, Any], columns: list[str], outputs: list[str],
+                   problems: list[str]) -> tuple[list[str], str]:
+    """The columns shown to the agent, never ground truth, and the rule that chose them: metadata.json's
+    ``input_columns``, else the columns of ``test_set_without_outputs.csv``, else all but the ground
+    truth (either of the last two noted in ``problems``, as are declared ground-truth columns).
+
+    Raises:
+        ValueError: declared input columns the task file does not have.
+    """
+    declared = metadata.get("input_columns")
+    if declared:
+        absent = [c for c in declared if c not in columns]
+        if absent:
+            raise ValueError(f"{folder.name}: input columns {absent} not in {task_file}; columns are {columns}")
+        leaked = [c for c in declared if c in outputs]
+        if leaked:
+            problems.append(f"input_columns include ground-truth columns {leaked}: they are not shown")
+        inputs = [c for c in declared if c not in outputs]
+        rule = "metadata"
+    elif (folder / "test_set_without_outputs.csv").is_file():
+        import pandas as pd
+
+        unlabelled = list(pd.read_csv(folder / "test_set_without_outputs.csv", nrows=0).columns)
+        inputs = [c for c in columns if c in unlabelled and c not in outputs]
+        rule = "without_outputs_columns"
+    else:
+        inputs = [c for c in columns if c not in outputs]
+        rule = "all_but_ground_truth"
+    if rule != "metadata":
+        problems.append(
+            f"no input_columns in metadata.json: upstream shows the whole row, ground truth included; "
+            f"sopgym shows {len(inputs)} columns (rule {rule})"
+        )
+    return inputs, rule
 
 
 def domain_hash(folder: Path, task_file: str) -> str:

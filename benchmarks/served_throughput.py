@@ -35,7 +35,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 
@@ -75,41 +74,18 @@ def _eval(out: Path, name: str, args: argparse.Namespace, concurrency: int, mode
             "load_average_1min": os.getloadavg()[0]}
 
 
-class _LlamaCppServer:
-    """``PY -m llama_cpp.server`` on 127.0.0.1 (its own process group, stopped on exit)."""
+def _llama_cpp_server(python: str, gguf: Path, threads: int, log: Path):
+    """``PY -m llama_cpp.server`` on 127.0.0.1, ready once ``/v1/models`` answers (it has no /health)."""
+    from sopgym.agents.local_server import LocalServer
 
-    def __init__(self, python: str, gguf: Path, port: int, threads: int, log: Path):
-        self.command = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2",
-                        "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_ctx", "8192"]
-        self.port, self.log, self.threads = port, log, threads
+    class LlamaCppServer(LocalServer):
+        name, health_path = "llama_cpp.server", "/v1/models"
 
-    def __enter__(self) -> _LlamaCppServer:
-        self._log = open(self.log, "wb")  # noqa: SIM115 - closed in __exit__
-        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                        env={**os.environ, "OMP_NUM_THREADS": str(self.threads)})
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"llama_cpp.server exited {self.process.returncode}; see {self.log}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/v1/models", timeout=5):
-                    return self
-            except OSError:
-                time.sleep(0.5)
-        raise SystemExit(f"llama_cpp.server did not answer within 300 s; see {self.log}")
+        def command(self) -> list[str]:
+            return [python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", "smollm2", "--host",
+                    "127.0.0.1", "--port", str(self.port), "--n_threads", str(threads), "--n_ctx", "8192"]
 
-    def __exit__(self, *exc) -> None:
-        import signal
-
-        try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        except ProcessLookupError:
-            pass
-        self._log.close()
+    return LlamaCppServer(threads=threads, log=log, start_timeout_s=300)
 
 
 def _table(rows: list[dict]) -> str:
@@ -142,7 +118,7 @@ def main() -> int:
     folder = _export(args.out)
 
     from sopgym.agents.gguf import find_smollm2_gguf
-    from sopgym.agents.local_server import TransformersServe, free_port
+    from sopgym.agents.local_server import TransformersServe
 
     rows = []
     with TransformersServe(threads=args.threads, log=args.out / "serve.log", extra_args=[str(folder)]) as server:
@@ -152,12 +128,11 @@ def main() -> int:
     for c in args.concurrency if "hf" in args.modes else ():
         rows.append(_eval(args.out, "hf", args, c, ["--policy", "hf", "--model", str(folder), "--threads", str(args.threads)]))
     if args.llama_cpp_python and "llama.cpp" in args.modes:
-        port = free_port()
-        with _LlamaCppServer(args.llama_cpp_python, find_smollm2_gguf(), port, args.threads, args.out / "llama-cpp.log"):
+        with _llama_cpp_server(args.llama_cpp_python, find_smollm2_gguf(), args.threads,
+                               args.out / "llama-cpp.log") as server:
             for c in args.concurrency:
-                rows.append(_eval(args.out, "llama.cpp", args, c, ["--policy", "openai", "--base-url",
-                                                                   f"http://127.0.0.1:{port}/v1", "--model", "smollm2",
-                                                                   "--no-stream"]))
+                rows.append(_eval(args.out, "llama.cpp", args, c, ["--policy", "openai", "--base-url", server.base_url,
+                                                                   "--model", "smollm2", "--no-stream"]))
     print(_table(rows))
     print(json.dumps({"rows": rows}))
     return 0

@@ -7,11 +7,12 @@ pass@k plot of k = 1 alone. Runs are real `sopgym eval` runs of scripted policie
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from sopgym import cli
-from sopgym.evaluation.eval_command import format_suite
+from sopgym.evaluation.eval_command import format_results, format_suite
 from sopgym.evaluation.report import leaderboard_rows, load_results
 from sopgym.evaluation.suite import read_trajectory_run, suite_results, write_results
 
@@ -181,3 +182,21 @@ def test_pass_at_k_curves_have_their_bands(runs):
     assert min(ys) == pytest.approx(min(b[0] for b in intervals.values()))
     assert max(ys) == pytest.approx(max(b[1] for b in intervals.values()))
     assert all(low <= data[0]["suite"]["pass_at_k_curve"][k] <= high for k, (low, high) in intervals.items())
+
+
+def _block(metrics) -> dict[str, str]:
+    """format_results' table as {metric: value}, without the head line and the header rows."""
+    return {cells[0]: cells[1] for line in format_results(metrics).splitlines()[3:]
+            for cells in [re.split(r"\s{2,}", line.strip())]}
+
+
+def test_an_env_block_all_of_whose_episodes_failed_for_the_infrastructure_reads_not_measured(infra):
+    """sopgym eval's per-env table: the policy's scores read "not measured", never 0.000; the counts of
+    how the episodes ended (turns, truncations, infrastructure failures) are printed as measured."""
+    rows = _block(load_results(infra)["envs"][OF])
+    scores = ["task success rate", "field accuracy (mean)", "execution completion rate", "tool-call accuracy",
+              "invalid-action rate", "pass@1", "pass^1"]
+    assert [rows[name] for name in scores] == ["not measured"] * len(scores)
+    assert rows["infrastructure failure rate"] == "1.000" and rows["truncation rate"] == "1.000"
+    assert rows["truncated: sandbox"] == "1.000"
+    assert _block(load_results(infra)["envs"][WR])["task success rate"] == "1.000"

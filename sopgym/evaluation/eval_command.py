@@ -25,9 +25,18 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# What format_results prints as counted even when no episode measured the policy: how episodes ended.
+_COUNTS = frozenset({"mean_turns", "truncation_rate", "truncation_rate_by_cause", "infrastructure_failure_rate"})
+
+
 def format_results(results: dict[str, Any], env_id: str | None = None, policy: str | None = None,
                    split: str | None = None) -> str:
-    """One env's metrics as the table ``sopgym eval`` prints."""
+    """One env's metrics as the table ``sopgym eval`` prints. When every episode was an infrastructure
+    failure the policy's scores read "not measured" (their zeros say nothing of the policy); the
+    counts of turns, truncations and failures stay."""
+    from .metrics import NOT_MEASURED, measured
+
+    scored = measured(results)
     ci = results.get("ci95", {})
     k = results.get("k", 1)
     names = [
@@ -53,12 +62,15 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
         else:
             value = results.get(key)
         interval = ci.get(key)
+        if not scored and key.split("/", 1)[0] not in _COUNTS:
+            rows.append([label, NOT_MEASURED, ""])
+            continue
         rows.append([label, _fmt(value), f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""])
     compat = results.get("sopbench_compat")
     if compat:
         interval = compat.get("ci95")
-        rows.append([f"task success ({compat['rule']})", _fmt(compat["task_success_rate"]),
-                     f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""])
+        rows.append([f"task success ({compat['rule']})", _fmt(compat["task_success_rate"]) if scored else NOT_MEASURED,
+                     f"[{interval[0]:.3f}, {interval[1]:.3f}]" if interval and scored else ""])
     usage = results.get("usage")
     if usage:
         latency = usage["latency_s_per_turn"]

@@ -94,7 +94,7 @@ def setup(num_tasks: int):
 
     import sopgym  # noqa: F401
     from sopgym.envs.policies import make_policy
-    from sopgym.evaluation.runner import run_episode
+    from sopgym.episodes.runner import run_episode
     from sopgym.integrations.verl import verl_rows
     from sopgym.trainers.tokenizer import build_bpe_tokenizer
 

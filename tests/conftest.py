@@ -47,7 +47,7 @@ def ray_session():
         pytest.skip(f"ray is not installed ({exc}): pip install 'sopgym[ray]' (SOPGYM_REQUIRE_RAY=1 makes this a failure)")
     import sys
 
-    from sopgym.evaluation.ray_pool import init_ray
+    from sopgym.episodes.ray_pool import init_ray
 
     sys.path.insert(0, str(REPO / "tests"))
     import ray_helpers

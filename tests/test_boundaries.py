@@ -22,7 +22,7 @@ def _imports(folder):
     return found
 
 
-_ABOVE_TASKS = ("sopgym.envs", "sopgym.authoring", "sopgym.sopbench", "sopgym.evaluation", "sopgym.trainers")
+_ABOVE_TASKS = ("sopgym.envs", "sopgym.episodes", "sopgym.authoring", "sopgym.sopbench", "sopgym.evaluation", "sopgym.trainers")
 
 
 _ADAPTERS = ("sopgym.integrations",)
@@ -30,7 +30,12 @@ _ADAPTERS = ("sopgym.integrations",)
 
 @pytest.mark.parametrize("folder,forbidden", [
     ("sopgym/sandboxes", ("gymnasium", "sopgym.envs", "sopgym.trainers", "sopgym.sop_tasks", "torch", "sopgym.agents") + _ADAPTERS),
-    ("sopgym/envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring", "sopgym.agents") + _ADAPTERS),
+    ("sopgym/envs", ("torch", "transformers", "sopgym.trainers", "sopgym.sopbench", "sopgym.authoring", "sopgym.agents",
+                     "sopgym.episodes") + _ADAPTERS),
+    # The episode layer sits below its users (the evaluator's suites, the trainer, the agents, the
+    # integrations, the commands) and above the envs, which it uses through gymnasium only.
+    ("sopgym/episodes", ("torch", "transformers", "sopgym.trainers", "sopgym.agents", "sopgym.authoring", "sopgym.cli",
+                         "sopgym.sandboxes") + _ADAPTERS),
     ("sopgym/trainers", ("sopgym.agents",)),
     ("sopgym/sop_tasks", ("sopgym.agents",)),
     # Task sources sit below the envs: a pack that imported an env (or the tools that run envs) would
@@ -42,6 +47,14 @@ _ADAPTERS = ("sopgym.integrations",)
 def test_module_never_imports(folder, forbidden):
     bad = sorted((f, m) for f, m in _imports(folder) if any(m == x or m.startswith(x + ".") for x in forbidden))
     assert bad == []
+
+
+def test_the_episode_layer_takes_only_the_evaluators_score_from_the_evaluation_package():
+    """A result's success is ``sopgym.evaluation.metrics.score_record`` (which imports nothing of the
+    envs or the episode layer); the rest of the evaluation package (suites, preflight, reports) runs its
+    episodes through ``sopgym.episodes``, so importing any more of it from there would make a file cycle."""
+    found = sorted({m for _, m in _imports("sopgym/episodes") if m == "sopgym.evaluation" or m.startswith("sopgym.evaluation.")})
+    assert found == ["sopgym.evaluation.metrics"]
 
 
 # The RL-library adapters use envs through gymnasium and the env's public methods only, never the

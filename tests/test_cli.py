@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sopgym import cli
-from sopgym.evaluation.progress import ProgressBar
+from sopgym.episodes.progress import ProgressBar
 from sopgym.sop_tasks.registry import get_pack
 
 REPO = Path(__file__).resolve().parents[1]

@@ -110,7 +110,7 @@ def test_a_baseline_takes_the_model_run_s_command_line_and_says_what_it_ignores(
 
 def test_envs_on_a_ray_cluster_are_warned_about_not_refused_for_this_host_s_backends(no_docker, monkeypatch, capsys):
     """The cluster's hosts, not this one, run the envs: what this host lacks is a warning there."""
-    import sopgym.evaluation.runner as runner
+    import sopgym.episodes.runner as runner
 
     monkeypatch.setattr(runner, "make_env_pool", lambda make_env, kind, **kwargs: runner.EnvPool(make_env))  # no cluster here
     code = cli.main(["eval", "--env", CODE_RUNNER_ENVS[0], "--policy", "majority", "--episodes", "1", "--quiet",

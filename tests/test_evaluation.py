@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sopgym.evaluation import evaluate_records, load_records, run_policy, score_record
-from sopgym.evaluation.runner import episode_seed
+from sopgym.episodes import run_policy
+from sopgym.episodes.runner import episode_seed
+from sopgym.evaluation import evaluate_records, load_records, score_record
 from sopgym.status import INFRASTRUCTURE, INVALID_ACTION, Status
 
 REPO = Path(__file__).resolve().parents[1]
@@ -269,7 +270,7 @@ def test_no_evaluation_module_imports_the_reward_module():
         assert bad == set(), f"{path.name} imports {bad}"
 
 
-@pytest.mark.parametrize("name", ["metrics.py", "passk.py", "__init__.py", "progress.py"])
+@pytest.mark.parametrize("name", ["metrics.py", "passk.py", "__init__.py", "../episodes/progress.py"])
 def test_metric_modules_import_nothing_from_envs(name):
     bad = {m for m in _imported_modules(EVAL_DIR / name) if m.startswith(("sopgym.envs", "envs"))}
     assert bad == set()

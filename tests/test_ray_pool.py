@@ -13,9 +13,8 @@ from ray_helpers import Killer, arm, dying_factory, make_env, result_view, rewri
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
-from sopgym.evaluation import evaluate_records
-from sopgym.evaluation.ray_pool import RayEnvPool, WorkerLost
-from sopgym.evaluation.runner import (
+from sopgym.episodes.ray_pool import RayEnvPool, WorkerLost
+from sopgym.episodes.runner import (
     EnvPool,
     EpisodeSpec,
     PolicyAgent,
@@ -24,6 +23,7 @@ from sopgym.evaluation.runner import (
     run_episodes,
     task_specs,
 )
+from sopgym.evaluation import evaluate_records
 
 WR = "sopgym/WarehouseReceiving-v0"
 

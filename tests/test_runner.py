@@ -8,8 +8,8 @@ import pytest
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
-from sopgym.evaluation import evaluate_records, load_records, run_policy
-from sopgym.evaluation.runner import (
+from sopgym.episodes import run_policy
+from sopgym.episodes.runner import (
     EndEpisode,
     EnvPool,
     EpisodeSpec,
@@ -19,6 +19,7 @@ from sopgym.evaluation.runner import (
     task_specs,
     trajectory_lines,
 )
+from sopgym.evaluation import evaluate_records, load_records
 
 WR = "sopgym/WarehouseReceiving-v0"
 

@@ -11,7 +11,7 @@ import pytest
 
 import sopgym  # noqa: F401  (registers the ids)
 from sopgym.envs.policies import make_policy
-from sopgym.evaluation.runner import run_episode
+from sopgym.episodes.runner import run_episode
 from sopgym.integrations._common import REMOTE_ENV_ID, episode_metrics, make_env, servers_of, success_of, task_rows
 from sopgym.integrations.protocol import GROUND_TRUTH_KEYS, WITHHELD_KEY
 

@@ -284,7 +284,7 @@ def _token_totals(turns: Sequence[dict[str, Any]]) -> tuple[int | None, int | No
 
 
 class ChatAgent:
-    """A :class:`ChatModel` as a batched agent of :func:`sopgym.evaluation.runner.run_episodes`.
+    """A :class:`ChatModel` as a batched agent of :func:`sopgym.episodes.runner.run_episodes`.
 
     Args:
         model: answers the requests.
@@ -341,7 +341,7 @@ class ChatAgent:
         self._episodes[slot] = _Episode(spec.seed, info.get("tools"))
 
     def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
-        from sopgym.evaluation.runner import EndEpisode
+        from sopgym.episodes.runner import EndEpisode
 
         episodes = [self._episodes[s] for s in slots]
         requests = [self.request(info["messages"], ep.tools, self._request_seed(ep)) for ep, info in zip(episodes, infos)]

@@ -171,7 +171,7 @@ def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kw
     from sopgym.envs.env import SOPEnv
     from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
     from sopgym.envs.policies import make_policy
-    from sopgym.evaluation.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
+    from sopgym.episodes.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
 
     if not count:
         return {"success": 0.0, "mean_calls": 0.0, "used": Counter()}

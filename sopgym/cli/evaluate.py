@@ -225,7 +225,7 @@ def baseline_paths(args: argparse.Namespace, name: str) -> tuple[str | None, str
 
 def _run_baseline(args: argparse.Namespace, plan: EvalPlan, name: str) -> int:
     """Run built-in policy ``name`` on the run's plan, into its own files (:func:`baseline_paths`)."""
-    from sopgym.evaluation.runner import builtin_policy_agent
+    from sopgym.episodes.runner import builtin_policy_agent
 
     out, trajectories = baseline_paths(args, name)
     baseline = argparse.Namespace(**{**vars(args), "policy": name, "out": out, "trajectories": trajectories,
@@ -463,7 +463,7 @@ def agent_from_arguments(args: argparse.Namespace) -> tuple[Any, dict[str, Any] 
     Raises:
         CommandError: bad model settings, or the model's packages are missing (one line).
     """
-    from sopgym.evaluation.runner import builtin_policy_agent
+    from sopgym.episodes.runner import builtin_policy_agent
 
     if args.policy not in MODEL_POLICIES:
         return builtin_policy_agent(args.policy), None
@@ -664,7 +664,7 @@ def run(args: argparse.Namespace, plan: EvalPlan, agent: Any, model_identity: di
     try:
         pool = None
         if args.workers:
-            from sopgym.evaluation.runner import make_env_pool
+            from sopgym.episodes.runner import make_env_pool
 
             pool = make_env_pool(plan.make_env, "ray", num_workers=args.workers, address=args.ray_address)
         outcomes = suite.run_suite(plan.suite, agent, plan.make_env, identity=identity, trajectories=args.trajectories,

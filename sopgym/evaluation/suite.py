@@ -2,11 +2,11 @@
 
 ``sopgym eval`` runs through here. A run is a **plan** (env ids, split, tasks ``0..N-1`` per env,
 samples per task, seed: the same tasks as any other run with the same plan, see
-:func:`~.runner.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
+:func:`~sopgym.episodes.runner.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
 kwargs): what must match for a trajectory file to be resumed.
 
 Trajectory file: a ``run`` line first (``{"type": "run", "format": 1, "identity": ...}``), then each
-finished episode's lines in :func:`~.runner.trajectory_lines`' format, written when the episode ends,
+finished episode's lines in :func:`~sopgym.episodes.runner.trajectory_lines`' format, written when the episode ends,
 ``episode_index`` being the episode's position in the plan. Resuming (:func:`run_suite` with
 ``resume=True``) reads the finished episodes back, drops a half-written tail (a run killed while
 writing), checks the identity and each episode's env, seed and options against the plan, and runs
@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from sopgym.episodes.progress import ProgressBar
+
 from .identity import identity_diff
 from .metrics import evaluate_records, score_record
 from .passk import pass_at_k
-from .progress import ProgressBar
 
 __all__ = [
     "RESULTS_FORMAT", "SuitePlan", "EpisodeOutcome", "registered_env_ids", "expand_env_patterns", "run_suite",
@@ -110,7 +111,7 @@ class SuitePlan:
         split: ``train``, ``val`` or ``test``.
         num_tasks: tasks ``0..n-1`` per env id.
         samples_per_task: episodes per task (the ``n`` of pass@k).
-        seed: the run seed (each episode's is :func:`~.runner.episode_seed`).
+        seed: the run seed (each episode's is :func:`~sopgym.episodes.runner.episode_seed`).
     """
 
     env_ids: tuple[str, ...]
@@ -125,7 +126,7 @@ class SuitePlan:
             raise ValueError(f"num_tasks has no entry for {missing}")
 
     def specs(self) -> list[Any]:
-        from .runner import task_specs
+        from sopgym.episodes.runner import task_specs
 
         return [spec for env_id in self.env_ids
                 for spec in task_specs(env_id, self.split, self.num_tasks[env_id], self.samples_per_task, self.seed)]
@@ -318,7 +319,7 @@ class _SuiteWriter:
         self._file.flush()
 
     def episode(self, result: Any, index: int) -> None:
-        from .runner import trajectory_lines
+        from sopgym.episodes.runner import trajectory_lines
 
         self._write(trajectory_lines(result, episode_index=index))
 
@@ -347,7 +348,7 @@ def run_suite(
 
     Args:
         plan: the episodes.
-        agent: a :class:`~.runner.BatchAgent` (a scripted policy's, a model's).
+        agent: a :class:`~sopgym.episodes.runner.BatchAgent` (a scripted policy's, a model's).
         make_env: ``env_id -> env`` (kwargs included).
         identity: the run's configuration (JSON); a resumed file must hold the same.
         trajectories: the JSONL file (None: nothing written, nothing resumed).
@@ -355,8 +356,8 @@ def run_suite(
         concurrency: episodes running at once.
         progress: progress bar with an ETA on stderr.
         on_resume: called with (finished episodes found, episodes to run) when resuming.
-        pool: the env pool to run on (None: an in-process :class:`~.runner.EnvPool` of ``make_env``;
-            e.g. :func:`~.runner.make_env_pool` with Ray env workers). It is closed at the end.
+        pool: the env pool to run on (None: an in-process :class:`~sopgym.episodes.runner.EnvPool` of ``make_env``;
+            e.g. :func:`~sopgym.episodes.runner.make_env_pool` with Ray env workers). It is closed at the end.
         on_outcome: called with each finished episode: first those read back from the file, then
             each one as it ends (after its lines are written), so a caller can keep results current.
 
@@ -367,7 +368,7 @@ def run_suite(
         ValueError: ``resume`` without a file, a file of another run (the differing settings named),
             or an episode in the file that is not the plan's.
     """
-    from .runner import EnvPool, run_episodes
+    from sopgym.episodes.runner import EnvPool, run_episodes
 
     specs = plan.specs()
     header = {"type": "run", "format": TRAJECTORY_FORMAT, "identity": json.loads(json.dumps(identity, default=str))}

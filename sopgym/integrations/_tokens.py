@@ -1,12 +1,12 @@
 """Episodes in token space for adapters whose library generates tokens (TRL's rollout_func, verl's agent loop).
 
-An agent of the one episode runner (:func:`sopgym.evaluation.runner.run_episodes`): every running
+An agent of the one episode runner (:func:`sopgym.episodes.runner.run_episodes`): every running
 episode's next turn comes from the library's generator in one call; sampled ids are kept exactly as
 sampled with their log-probs (loss mask 1); the env's messages are rendered by the chat template
 (:class:`~sopgym.trainers.episodes.EpisodeBuilder`, loss mask 0). The library's completion budget
 counts every token after the prompt: a turn is cut where the budget ends, and an episode with no
 budget left is ended through ``end_episode("context_budget")``. A generator that fails for an
-episode answers :class:`~sopgym.evaluation.runner.EndEpisode` (``inference``) for it.
+episode answers :class:`~sopgym.episodes.runner.EndEpisode` (``inference``) for it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
+from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
 from sopgym.trainers.episodes import Episode, EpisodeBuilder
 
 __all__ = ["TokenTurn", "TokenEpisode", "run_token_episodes"]

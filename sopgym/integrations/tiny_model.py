@@ -44,7 +44,7 @@ def _texts(env_ids: Sequence[str], num_tasks: int) -> list[str]:
 
     import sopgym  # noqa: F401  (registers the ids)
     from sopgym.envs.policies import make_policy
-    from sopgym.evaluation.runner import run_episode
+    from sopgym.episodes.runner import run_episode
 
     from ._common import task_rows
 

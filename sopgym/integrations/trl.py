@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from sopgym.evaluation.runner import EnvPool, EpisodeSpec
+from sopgym.episodes.runner import EnvPool, EpisodeSpec
 
 from ._common import (
     ROW_KEYS,

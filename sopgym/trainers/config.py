@@ -69,7 +69,7 @@ DTYPES = typing.get_args(DType)
 DTYPE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32, "float64": 64}
 WorkerBackend = Literal["inprocess", "ray"]
 WORKER_BACKENDS = typing.get_args(WorkerBackend)
-"""Must equal ``sopgym.evaluation.runner.POOL_BACKENDS`` (tested)."""
+"""Must equal ``sopgym.episodes.runner.POOL_BACKENDS`` (tested)."""
 BehaviourLogp = Literal["trainer", "sampler"]
 ISMode = Literal["none", "truncate", "mask"]
 ISLevel = Literal["token", "sequence", "geometric"]

@@ -1,7 +1,7 @@
 """Rollouts in token space: the trainer's policy as an agent of the one episode runner.
 
 A group is ``group_size`` episodes of the same task: the same env id, split and seed, so the env
-starts from the identical state. The episode runner (:mod:`sopgym.evaluation.runner`) drives the
+starts from the identical state. The episode runner (:mod:`sopgym.episodes.runner`) drives the
 envs; :class:`TokenAgent` answers every running episode with one batched ``policy.generate`` per
 round and keeps each episode in token space (:class:`~.episodes.EpisodeBuilder`). What an episode
 counts (success, invalid actions, tool failures, truncation) is read from the env's episode record
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from sopgym.envs.reward import SHAPING_PREFIX
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
+from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
 from sopgym.status import TOOL_FAILURE_VALUES
 
 from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat

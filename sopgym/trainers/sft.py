@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sopgym.evaluation.runner import PolicyAgent, run_episodes
+from sopgym.episodes.runner import PolicyAgent, run_episodes
 
 from .config import SFTConfig
 from .distributed import DataParallel

@@ -13,8 +13,8 @@ from docker_helpers import STATEFUL_ENV
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the Ray test helpers
 from ray_helpers import Killer, arm, result_view, stalling_factory  # noqa: E402
 
-from sopgym.evaluation.ray_pool import RayEnvPool  # noqa: E402
-from sopgym.evaluation.runner import EnvPool, PolicyAgent, builtin_policy_agent, run_episodes, task_specs  # noqa: E402
+from sopgym.episodes.ray_pool import RayEnvPool  # noqa: E402
+from sopgym.episodes.runner import EnvPool, PolicyAgent, builtin_policy_agent, run_episodes, task_specs  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

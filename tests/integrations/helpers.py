@@ -19,7 +19,7 @@ import pytest
 import sopgym  # noqa: F401  (registers the ids)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
-from sopgym.evaluation.runner import run_episode
+from sopgym.episodes.runner import run_episode
 
 AUTHORED_ENV_IDS = registered_env_ids("sopgym")
 #: The verifiable tier's code runs in-process here: these tests are about the adapters, not the Docker

@@ -130,7 +130,7 @@ def test_concurrent_sessions_do_not_see_each_others_state(server):
     record a lone local env gives, and a ticket one opens does not exist in the other."""
     url = server(STATEFUL, max_sessions=4, send_ground_truth=True).url
     local = gym.make(STATEFUL)
-    from sopgym.evaluation.runner import run_episode
+    from sopgym.episodes.runner import run_episode
 
     expected = run_episode(local, make_policy("oracle"), options={"split": "test", "task_index": 5}).record
     local.close()

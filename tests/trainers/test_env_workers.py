@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from sopgym.evaluation.runner import POOL_BACKENDS, EpisodeSpec
+from sopgym.episodes.runner import POOL_BACKENDS, EpisodeSpec
 from sopgym.trainers.config import WORKER_BACKENDS, EnvWorkersConfig, load_config
 from sopgym.trainers.policy.hf import Sample
 from sopgym.trainers.rollout import collect
@@ -140,7 +140,7 @@ class Hello:
 def test_episodes_of_a_worker_killed_mid_rollout_are_excluded_from_advantages_and_counted(ray_session, tmp_path):
     from ray_helpers import Killer, stalling_factory
 
-    from sopgym.evaluation.ray_pool import RayEnvPool
+    from sopgym.episodes.ray_pool import RayEnvPool
 
     make = stalling_factory(str(tmp_path), max_turns=3)
     probe = make(WR)

@@ -13,8 +13,8 @@ import pytest
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs import budgets
+from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeSpec, run_episodes
 from sopgym.evaluation import evaluate_records
-from sopgym.evaluation.runner import EndEpisode, EnvPool, EpisodeSpec, run_episodes
 from sopgym.sandboxes import SandboxError, ToolBox
 from sopgym.trainers.rollout import collect
 

@@ -82,7 +82,7 @@ class RayRolloutEngine:
         tokenizer: the trainer's tokenizer.
         num_gpus: GPUs the actor reserves (0: it samples on CPU).
         num_cpus: logical CPUs the actor reserves in Ray's scheduler.
-        address: the Ray cluster (``sopgym.evaluation.ray_pool.init_ray``): None starts or reuses a
+        address: the Ray cluster (``sopgym.episodes.ray_pool.init_ray``): None starts or reuses a
             local instance on loopback; ``auto`` or ``host:port`` attaches to a cluster.
         num_threads: torch's CPU threads in the actor (default: this process's).
         static_cache, bucket_by_length: passed to the actor's ``HFPolicy``.
@@ -98,7 +98,7 @@ class RayRolloutEngine:
         num_threads: int | None = None, static_cache: bool = True, bucket_by_length: bool | None = None,
         start_timeout_s: float = 600.0,
     ):
-        from sopgym.evaluation.ray_pool import init_ray
+        from sopgym.episodes.ray_pool import init_ray
 
         self._owns_ray = init_ray(address)
         import ray

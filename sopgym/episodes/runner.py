@@ -16,9 +16,9 @@ validation (``sopgym validate-domain``) and benchmark runs of real models all ru
   processes or hosts) can stand in for the in-process one: :class:`~.ray_pool.RayEnvPool` (env
   workers as Ray actors); :func:`make_env_pool` builds either.
 * **Results** (:class:`EpisodeResult`) keep the env's episode record (what the evaluator reads), the
-  turns, and the return; success is only ever the evaluator's :func:`score_record` of the record.
-
-This is the only module of the evaluation package that runs envs; the metrics never import them.
+  turns, and the return; success is only ever the evaluator's :func:`score_record` of the record
+  (the one thing this package takes from :mod:`sopgym.evaluation`: :mod:`~sopgym.evaluation.metrics`,
+  which imports nothing of the envs or of this package).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .metrics import EpisodeScore, score_record
+from sopgym.evaluation.metrics import EpisodeScore, score_record
+
 from .progress import ProgressBar
 
 __all__ = [

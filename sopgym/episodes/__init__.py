@@ -1,0 +1,43 @@
+"""Running episodes: what to run, the one loop that runs it, and the env pools it steps.
+
+Everything in sopgym that plays episodes (``sopgym eval`` and its suites, the trainer's rollouts and
+SFT demonstrations, domain validation, benchmark runs of real models, the RL-library integrations)
+plays them here; agents differ, the loop does not.
+
+* :mod:`.runner`: the specs (:class:`EpisodeSpec`, :func:`task_specs`, :func:`episode_seed`), the
+  agent interface (:class:`BatchAgent`, :class:`PolicyAgent`, :class:`EndEpisode`), the one loop
+  (:func:`run_episodes`, :func:`run_episode`), its results (:class:`EpisodeResult`, :class:`Turn`), the
+  in-process env pool (:class:`EnvPool`, :func:`make_env_pool`) and the trajectory lines of a result.
+* :mod:`.ray_pool`: the same pool interface with the envs in Ray actors (:class:`RayEnvPool`,
+  :func:`init_ray`; needs the ``ray`` extra, imported only when a pool is used; docs/scaling.md).
+* :mod:`.progress`: the loop's progress bar on stderr (standard library only).
+
+Scoring stays in :mod:`sopgym.evaluation`: a result's success is the evaluator's
+``score_record(record)`` (:mod:`sopgym.evaluation.metrics`, the one module of it imported here), and
+the evaluator's suites, resume and reports run their episodes through this package.
+"""
+
+from .runner import (
+    POOL_BACKENDS,
+    BatchAgent,
+    EndEpisode,
+    EnvPool,
+    EpisodeResult,
+    EpisodeSpec,
+    PolicyAgent,
+    Turn,
+    builtin_policy_agent,
+    episode_seed,
+    make_env_pool,
+    run_episode,
+    run_episodes,
+    run_policy,
+    task_specs,
+    trajectory_lines,
+)
+
+__all__ = [
+    "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
+    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy",
+    "task_specs", "episode_seed", "trajectory_lines",
+]

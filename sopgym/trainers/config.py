@@ -560,6 +560,12 @@ class TrainConfig(_Combinations):
     eval_every: StrictInt = Field(0, ge=0, le=100_000_000)
     """Held-out evaluation every N RL steps (and before/after training); 0 only before/after."""
     eval_num_tasks: StrictInt = Field(16, ge=0, le=100_000_000)
+    eval_samples: StrictInt = Field(0, ge=0, le=1024)
+    """Sampled episodes per held-out task (at ``rollout.temperature``) in the evaluations before and after
+    RL: pass@1 and pass@k (k = eval_samples) with their intervals beside the greedy figures; 0: greedy only."""
+    eval_bootstrap: StrictInt = Field(1000, ge=0, le=1_000_000)
+    """Bootstrap resamples over tasks of the held-out intervals (and of the paired before/after
+    difference); 0: no intervals."""
     checkpoint_every: StrictInt = Field(0, ge=0, le=100_000_000)
     """Checkpoint every N steps (and at the end, and on SIGTERM); 0: only at the end."""
     plot: StrictBool = True

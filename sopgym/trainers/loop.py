@@ -45,7 +45,8 @@ from . import attention, checkpoint
 from .alarms import Alarms
 from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
 from .distributed import DataParallel, device_for_rank, world_size_from_environment
-from .episodes import template_overhead
+from .episodes import Episode, template_overhead
+from .heldout import greedy_metrics, paired_difference, sampled_metrics
 from .modeling import Precision, load_model, load_tokenizer, resolve_device
 from .optimise import (
     AdamWSettings,
@@ -87,6 +88,9 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     val_before: dict[str, float] = field(default_factory=dict)
     val_after: dict[str, float] = field(default_factory=dict)
+    paired: dict[str, float] = field(default_factory=dict)
+    """Held-out task success after RL minus before, over the same tasks, with its paired 95% interval
+    (``heldout.paired_difference``); empty when either evaluation is missing."""
     demonstrations: dict[str, float] = field(default_factory=dict)
     """What the SFT warm start kept of its demonstrations (``sft/demos_*``); empty without SFT."""
     model: Any = None
@@ -197,6 +201,10 @@ class Run:
     """Training tasks consumed so far (the seed of the next group is derived from it)."""
     val_curve: list[tuple[int, float, float]] = field(default_factory=list)
     """``(step, held-out task success, held-out reward)`` of every evaluation."""
+    val_before_records: list[dict[str, Any]] = field(default_factory=list)
+    """The evaluator's records of the greedy evaluation before RL: the after-RL one is paired with them."""
+    val_records: list[dict[str, Any]] = field(default_factory=list)
+    """The evaluator's records of the last greedy evaluation."""
     result: TrainResult | None = None
 
     @property
@@ -337,7 +345,8 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     build_optimiser(run, start)
     sync_weights(run)
     if start.checkpoint is None and run.cfg.eval_num_tasks and run.dp.is_main:
-        run.result.val_before = evaluate(run, 0)
+        run.result.val_before = evaluate(run, 0, sampled=True)
+        run.val_before_records = run.val_records
         print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
 
 
@@ -515,6 +524,7 @@ def build_optimiser(run: Run, start: Start) -> None:
     run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
     run.result.val_before = ckpt.get("val_before", {})
     run.val_curve = ckpt.get("val_curve", [])
+    run.val_before_records = ckpt.get("val_before_records", [])
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: bool = True) -> RolloutEngine:
@@ -667,22 +677,62 @@ def _optimisation_metrics(opt_stats: list[dict[str, float]], train_s: float) -> 
     return out
 
 
-def evaluate(run: Run, step: int) -> dict[str, float]:
-    """Greedy episodes on the first ``eval_num_tasks`` held-out tasks, scored by the evaluator; logged
-    at ``step`` with the divergence alarm, which every evaluation checks."""
+def _held_out(run: Run, samples: int, temperature: float, seed: int) -> list[Episode]:
+    """``samples`` episodes of each of the first ``eval_num_tasks`` held-out tasks at ``temperature``."""
     cfg = run.cfg
-    specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, 1)
-    episodes = collect(
+    specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, samples)
+    return collect(
         run.pool, specs, run.policy, run.tokenizer,
         max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-        temperature=cfg.rollout.eval_temperature, top_p=1.0, generator=torch.Generator().manual_seed(0),
+        temperature=temperature, top_p=1.0, generator=torch.Generator().manual_seed(seed),
         system_turn=cfg.model.system_turn,
     )
+
+
+def evaluate(run: Run, step: int, *, sampled: bool = False) -> dict[str, float]:
+    """Greedy episodes on the first ``eval_num_tasks`` held-out tasks, scored by the evaluator (success
+    and field accuracy with their intervals, per field, per outcome class: ``heldout.greedy_metrics``);
+    with ``sampled`` (the evaluations before and after RL) and ``eval_samples``, also that many sampled
+    episodes per task at the rollout temperature (pass@1, pass@k: ``heldout.sampled_metrics``). Logged at
+    ``step`` with the divergence alarm, which every evaluation checks."""
+    cfg = run.cfg
+    episodes = _held_out(run, 1, cfg.rollout.eval_temperature, seed=0)
+    records = [ep.episode_info for ep in episodes]
     val = eval_metrics(episodes)
+    if records:
+        val.update(greedy_metrics(records, n_bootstrap=cfg.eval_bootstrap))
+    run.val_records = records
+    if sampled and cfg.eval_samples:
+        draws = _held_out(run, cfg.eval_samples, cfg.rollout.temperature, seed=1)
+        val.update(sampled_metrics([ep.episode_info for ep in draws], cfg.eval_samples, n_bootstrap=cfg.eval_bootstrap))
     run.val_curve.append((step, val["val/task_success_rate"], val["val/reward/mean"]))
     val.update(run.alarms.after_evaluation(step, run.history, run.val_curve))
     run.tracker.log_eval(val, step)
     return val
+
+
+def _interval(metrics: dict[str, float], key: str) -> str:
+    low, high = metrics.get(f"{key}/ci_low"), metrics.get(f"{key}/ci_high")
+    return f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+
+
+def _report_held_out(run: Run, records_after: list[dict[str, Any]]) -> None:
+    """After RL: the paired difference from the evaluation before (logged as ``val/paired/*``) and the
+    lines under ``held-out success before RL: X  after RL: Y``."""
+    cfg, result = run.cfg, run.result
+    before, after = result.val_before, result.val_after
+    if run.val_before_records and records_after:
+        result.paired = paired_difference(run.val_before_records, records_after, n_bootstrap=cfg.eval_bootstrap)
+        run.tracker.log_eval({f"val/paired/{k}": v for k, v in result.paired.items()}, cfg.steps)
+        p = result.paired
+        interval = f" [{p['ci_low']:+.3f}, {p['ci_high']:+.3f}]" if cfg.eval_bootstrap else ""
+        print(f"  paired difference (after - before, greedy): {p['difference']:+.3f}{interval} over {int(p['tasks'])} tasks")
+    k = cfg.eval_samples
+    if k and f"val/sampled/pass_at_{k}" in before and f"val/sampled/pass_at_{k}" in after:
+        figures = ", ".join(
+            f"{name} {before[key]:.3f}{_interval(before, key)} -> {after[key]:.3f}{_interval(after, key)}"
+            for name, key in (("pass@1", "val/sampled/pass_at_1"), (f"pass@{k}", f"val/sampled/pass_at_{k}")))
+        print(f"  sampled (T={cfg.rollout.temperature:g}, {k} per task): {figures}")
 
 
 def save_sft_checkpoint(run: Run) -> None:
@@ -702,7 +752,7 @@ def save_checkpoint(run: Run) -> None:
         meta = {
             "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": run.cursor, "mlflow_run_id": run.tracker.run_id,
             "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
-            "val_curve": run.val_curve,
+            "val_curve": run.val_curve, "val_before_records": run.val_before_records,
         }
         path = checkpoint.save_sharded(run.run_dir, run.dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
                                        generator=run.generator, meta=meta)
@@ -713,6 +763,7 @@ def save_checkpoint(run: Run) -> None:
             extra={
                 "val_before": run.result.val_before,
                 "val_curve": run.val_curve,
+                "val_before_records": run.val_before_records,
                 "ref_model": run.ref_model.lm.state_dict() if run.ref_model is not None else None,
             },
         )
@@ -726,11 +777,12 @@ def save_checkpoint(run: Run) -> None:
 def finish(run: Run) -> TrainResult:
     cfg, result = run.cfg, run.result
     if cfg.eval_num_tasks and run.dp.is_main:
-        result.val_after = evaluate(run, cfg.steps)
+        result.val_after = evaluate(run, cfg.steps, sampled=True)
         print(
             f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
             f"after RL: {result.val_after['val/task_success_rate']:.3f}"
         )
+        _report_held_out(run, run.val_records)
     if cfg.plot and run.history and run.dp.is_main:
         _plot(run.history, run.val_curve, run.run_dir / "curves.png")
         run.tracker.log_artifact(run.run_dir / "curves.png")

@@ -86,3 +86,61 @@ def test_every_key_is_a_valid_mlflow_metric_name():
     odd = [{**r, "expected": {**r["expected"], "disposition": "ACCEPT@<night>"}} for r in _run({0: [True], 1: [False]})]
     keys = [*greedy_metrics(odd, n_bootstrap=10), *sampled_metrics(_run({0: [True, False]}), k=2, n_bootstrap=10)]
     assert keys and all(re.fullmatch(r"[A-Za-z0-9_\-. /]+", key) for key in keys), keys
+
+
+# --- the training loop's held-out evaluations (a tiny model on the fake env) --------------------------
+
+
+def _train(tmp_path, tok_dir, *extra):
+    from sopgym.trainers.loop import train
+
+    from . import fake_env
+    from .helpers import fake_env_config
+
+    cfg = fake_env_config(tok_dir, tmp_path, "eval_num_tasks=4", "eval_bootstrap=100", *extra)
+    return train(cfg, make_env=lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True))
+
+
+def test_a_run_reports_sampled_pass_at_k_before_and_after_rl(tmp_path, tok_dir, capsys):
+    result = _train(tmp_path, tok_dir, "steps=1", "eval_samples=3")
+    for val in (result.val_before, result.val_after):
+        assert 0.0 <= val["val/sampled/pass_at_1"] <= val["val/sampled/pass_at_3"] <= 1.0
+        assert val["val/sampled/pass_at_3/ci_low"] <= val["val/sampled/pass_at_3"] <= val["val/sampled/pass_at_3/ci_high"]
+        assert val["val/sampled/samples_per_task"] == 3
+    out = capsys.readouterr().out
+    assert "  sampled (T=" in out and ", 3 per task): pass@1 " in out
+
+
+def test_without_eval_samples_only_the_greedy_figures_are_reported(tmp_path, tok_dir, capsys):
+    result = _train(tmp_path, tok_dir, "steps=1")
+    assert not any(key.startswith("val/sampled/") for key in result.val_after)
+    assert "sampled (" not in capsys.readouterr().out
+
+
+def test_the_paired_difference_is_after_minus_before_on_the_same_tasks(tmp_path, tok_dir, capsys):
+    result = _train(tmp_path, tok_dir, "steps=1")
+    gain = result.val_after["val/task_success_rate"] - result.val_before["val/task_success_rate"]
+    assert result.paired["difference"] == pytest.approx(gain) and result.paired["tasks"] == 4
+    assert result.paired["ci_low"] <= result.paired["difference"] <= result.paired["ci_high"]
+    last = capsys.readouterr().out.splitlines()
+    assert last[-2].startswith("held-out success before RL: ") and last[-1].startswith(
+        "  paired difference (after - before, greedy): ")
+
+
+def test_the_paired_difference_of_a_resumed_run_pairs_with_the_evaluation_before_its_first_part(tmp_path, tok_dir):
+    straight = _train(tmp_path / "a", tok_dir, "steps=2")
+    _train(tmp_path / "b", tok_dir, "steps=1")
+    resumed = _train(tmp_path / "b", tok_dir, "steps=2")  # steps is a run-length key: the run continues
+    assert resumed.paired == straight.paired and resumed.paired["tasks"] == 4
+
+
+def test_the_held_out_figures_are_logged_to_mlflow(tmp_path, tok_dir):
+    from mlflow.tracking import MlflowClient
+
+    result = _train(tmp_path, tok_dir, "steps=1", "tracking.enabled=true")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    metrics = client.get_run(result.run_id).data.metrics
+    for key in ("val/task_success_rate/ci_low", "val/task_success_rate/ci_high", "val/classes_never_solved",
+                "val/paired/difference", "val/paired/ci_low", "val/paired/ci_high"):
+        assert key in metrics, key
+    assert [m.step for m in client.get_metric_history(result.run_id, "val/paired/difference")] == [1]

@@ -58,7 +58,7 @@ def test_grpo_raises_held_out_task_success_on_an_authored_domain(tmp_path):
 
     demo = Path(__file__).resolve().parents[2] / "configs" / "demo-cpu.yaml"
     cfg = load_config(str(demo), [
-        "steps=8", "eval_every=0", "checkpoint_every=0", f"run_dir={tmp_path}", "progress=false", "plot=false",
+        "steps=8", "eval_every=0", "eval_samples=0", "checkpoint_every=0", f"run_dir={tmp_path}", "progress=false", "plot=false",
         "tracking.enabled=false",
     ])
     result = train(cfg)

@@ -64,11 +64,12 @@ def main() -> None:
     p.add_argument("--misses", type=int, default=0, help="teacher-forced misses to print (context, expected, predicted)")
     args = p.parse_args()
 
+    from sopgym.episodes.factory import EnvFactory
     from sopgym.trainers import checkpoint
     from sopgym.trainers.config import config_from_dict
     from sopgym.trainers.modeling import load_model, load_tokenizer
     from sopgym.trainers.policy.hf import HFPolicy
-    from sopgym.trainers.rollout import EnvPool, collect, group_spec_list, gym_env_factory
+    from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
     from sopgym.trainers.sft import as_shown, collect_trajectories, default_oracle
 
     ckpt = checkpoint.load(args.run_dir)
@@ -81,7 +82,7 @@ def main() -> None:
     model.eval()
     env_kwargs = {"max_turns": cfg.env.max_turns, "max_tool_output_chars": cfg.env.max_tool_output_chars, **cfg.env.env_kwargs}
 
-    pool = EnvPool(gym_env_factory({**env_kwargs, "max_context": None}, None))
+    pool = EnvPool(EnvFactory({**env_kwargs, "max_context": None}))
     try:
         trajectories = collect_trajectories(pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.tasks, 1), default_oracle)
     finally:
@@ -96,7 +97,7 @@ def main() -> None:
         def length_fn(text: str) -> int:
             return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-        pool = EnvPool(gym_env_factory({**env_kwargs, "max_context": cfg.env.max_context}, length_fn))
+        pool = EnvPool(EnvFactory({**env_kwargs, "max_context": cfg.env.max_context, "length_fn": length_fn}))
         try:
             episodes = collect(
                 pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.show, 1), HFPolicy(model, tokenizer),

@@ -34,19 +34,20 @@ def main() -> None:
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = p.parse_args()
 
+    from sopgym.episodes.factory import EnvFactory
     from sopgym.trainers import attention, sft
     from sopgym.trainers.config import load_config
     from sopgym.trainers.distributed import DataParallel
     from sopgym.trainers.modeling import DTYPES, load_model, load_tokenizer
     from sopgym.trainers.optimise import sft_settings
-    from sopgym.trainers.rollout import EnvPool, group_spec_list, gym_env_factory
+    from sopgym.trainers.rollout import EnvPool, group_spec_list
 
     cfg = load_config(args.config, args.overrides)
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     env_kwargs = {"max_turns": cfg.env.max_turns, "max_tool_output_chars": cfg.env.max_tool_output_chars,
                   **cfg.env.env_kwargs, "max_context": None}
-    pool = EnvPool(gym_env_factory(env_kwargs, None))
+    pool = EnvPool(EnvFactory(env_kwargs))
     try:  # the seeds of loop.setup, then the held-out tasks of its evaluation
         train = sft.collect_trajectories(
             pool, sft.demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes), sft.default_oracle)

@@ -249,7 +249,8 @@ class EvalPlan:
 
     Attributes:
         suite: the episodes (:class:`~sopgym.evaluation.suite.SuitePlan`).
-        make_env: the picklable env factory (:class:`SuiteEnvMaker`).
+        make_env: the picklable env factory (:class:`~sopgym.episodes.factory.EnvFactory`: the run's env
+            kwargs, the SOP-Bench-only ones for ``sopbench/*`` envs, and the split).
         env_kwargs: the kwargs every env is made with; ``sopbench_kwargs`` those of SOP-Bench envs only.
         identity: the run's settings a resumed file must share (the model's are added by the agent).
         needs: per env, the backends its episodes need (checked by the pre-flight).
@@ -266,22 +267,6 @@ class EvalPlan:
     def identity(self, policy: str, model_identity: dict[str, Any] | None) -> dict[str, Any]:
         return {"policy": policy, "model": model_identity, "plan": self.suite.to_json(), "env_kwargs": self.env_kwargs,
                 "sopbench_env_kwargs": self.sopbench_kwargs}
-
-
-class SuiteEnvMaker:
-    """``env_id -> gymnasium.make(env_id, ...)`` with the run's env kwargs, plus the SOP-Bench-only ones
-    for ``sopbench/*`` envs. Picklable: it travels to Ray env workers."""
-
-    def __init__(self, env_kwargs: dict[str, Any], sopbench_kwargs: dict[str, Any], split: str):
-        self.env_kwargs, self.sopbench_kwargs, self.split = dict(env_kwargs), dict(sopbench_kwargs), split
-
-    def __call__(self, env_id: str) -> Any:
-        import gymnasium as gym
-
-        import sopgym  # noqa: F401  (registers the envs, in a worker too)
-
-        extra = self.sopbench_kwargs if _is_sopbench(env_id) else {}
-        return gym.make(env_id, **{**self.env_kwargs, **extra, "split": self.split})
 
 
 def _is_sopbench(env_id: str) -> bool:
@@ -387,12 +372,14 @@ def plan_from_arguments(args: argparse.Namespace) -> EvalPlan:
     import gymnasium as gym
 
     import sopgym  # noqa: F401 - registers the envs
+    from sopgym.episodes.factory import EnvFactory
     from sopgym.evaluation.preflight import backend_needs, oracle_turn_findings
     from sopgym.evaluation.suite import SuitePlan
 
     _check_counts_and_paths(args)
     env_ids, env_kwargs, sopbench_kwargs = _env_settings(args)
-    plan = EvalPlan(None, SuiteEnvMaker(env_kwargs, sopbench_kwargs, args.split), env_kwargs, sopbench_kwargs)
+    make_env = EnvFactory(env_kwargs, namespace_kwargs={"sopbench": sopbench_kwargs}, split=args.split)
+    plan = EvalPlan(None, make_env, env_kwargs, sopbench_kwargs)
     num_tasks: dict[str, int] = {}
     for env_id in env_ids:
         try:

@@ -8,6 +8,8 @@ plays them here; agents differ, the loop does not.
   agent interface (:class:`BatchAgent`, :class:`PolicyAgent`, :class:`EndEpisode`), the one loop
   (:func:`run_episodes`, :func:`run_episode`), its results (:class:`EpisodeResult`, :class:`Turn`), the
   in-process env pool (:class:`EnvPool`, :func:`make_env_pool`) and the trajectory lines of a result.
+* :mod:`.factory`: the one env factory (:class:`EnvFactory`: ``env_id -> gymnasium.make(env_id,
+  **kwargs)``, picklable, so it travels to Ray env workers), which every run's pool makes its envs with.
 * :mod:`.ray_pool`: the same pool interface with the envs in Ray actors (:class:`RayEnvPool`,
   :func:`init_ray`; needs the ``ray`` extra, imported only when a pool is used; docs/scaling.md).
 * :mod:`.progress`: the loop's progress bar on stderr (standard library only).
@@ -17,6 +19,7 @@ Scoring stays in :mod:`sopgym.evaluation`: a result's success is the evaluator's
 the evaluator's suites, resume and reports run their episodes through this package.
 """
 
+from .factory import EnvFactory
 from .runner import (
     POOL_BACKENDS,
     BatchAgent,
@@ -39,5 +42,5 @@ from .runner import (
 __all__ = [
     "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
     "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy",
-    "task_specs", "episode_seed", "trajectory_lines",
+    "task_specs", "episode_seed", "trajectory_lines", "EnvFactory",
 ]

@@ -35,6 +35,7 @@ import numpy as np
 
 from sopgym.evaluation.metrics import EpisodeScore, score_record
 
+from .factory import EnvFactory
 from .progress import ProgressBar
 
 __all__ = [
@@ -532,8 +533,7 @@ def run_policy(
         raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
     specs = task_specs(env_id, split, episodes, samples_per_task, seed)
     agent = builtin_policy_agent(policy_name)
-    kwargs = {**dict(env_kwargs or {}), "split": split}
-    make = _GymMaker(kwargs)
+    make = EnvFactory(env_kwargs, split=split)
     if workers:
         pool = make_env_pool(make, "ray", num_workers=workers, address=address)
     else:
@@ -556,20 +556,6 @@ def run_policy(
         return [r.record for r in results]
     finally:
         pool.close()
-
-
-class _GymMaker:
-    """``env_id -> gymnasium.make(env_id, **kwargs)``, picklable (it travels to Ray env workers)."""
-
-    def __init__(self, kwargs: Mapping[str, Any]):
-        self.kwargs = dict(kwargs)
-
-    def __call__(self, env_id: str) -> Any:
-        import gymnasium as gym
-
-        import sopgym  # noqa: F401  (registers the envs, in a worker too)
-
-        return gym.make(env_id, **self.kwargs)
 
 
 # --------------------------------------------------------------------------------------------------

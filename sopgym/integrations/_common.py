@@ -71,7 +71,8 @@ def _refuse_remote_id(env_id: str, env_kwargs: Mapping[str, Any] | None) -> None
 
 
 def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, servers: Mapping[str, Any] | None = None):
-    """``gymnasium.make(env_id, **env_kwargs)`` with sopgym's ids registered; with ``servers``, a session
+    """``gymnasium.make(env_id, **env_kwargs)`` with sopgym's ids registered (the one env factory,
+    :class:`~sopgym.episodes.factory.EnvFactory`); with ``servers``, a session
     of the server that serves ``env_id`` instead (``sopgym/Remote-v0``; see the module doc).
 
     Raises:
@@ -82,11 +83,12 @@ def make_env(env_id: str, env_kwargs: Mapping[str, Any] | None = None, servers: 
     import gymnasium
 
     import sopgym  # noqa: F401  (registers the sopgym/* ids)
+    from sopgym.episodes.factory import EnvFactory
 
     _refuse_remote_id(env_id, env_kwargs)
     served = servers_of(servers)
     if served is None:
-        return gymnasium.make(env_id, **dict(env_kwargs or {}))
+        return EnvFactory(env_kwargs)(env_id)
     if env_id not in served:
         raise ValueError(f"servers= names no server for {env_id!r}; expected one of its keys {sorted(served)}")
     if env_kwargs:

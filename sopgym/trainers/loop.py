@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from sopgym.episodes.factory import EnvFactory
+
 from . import attention, checkpoint
 from .alarms import Alarms
 from .config import RUN_LENGTH_KEYS, ConfigError, TrainConfig, config_to_dict, flatten, runtime_problems
@@ -60,7 +62,7 @@ from .optimise import (
 )
 from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
-from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, gym_env_factory, make_env_pool
+from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sft import (
     as_shown,
@@ -401,7 +403,7 @@ def build_tokenizer(run: Run, start: Start, make_env, make_oracle) -> list[dict[
         need_texts = cfg.model.tokenizer == "bpe" and not (run.run_dir / "tokenizer" / "tokenizer.json").exists()
         if start.runs_sft and (cfg.sft.num_episodes > 0 or need_texts):
             specs = demonstration_specs(cfg.env.env_ids, cfg.env.train_split, cfg.seed, cfg.sft.num_episodes)
-            demo_pool = EnvPool(make_env or gym_env_factory({**_env_kwargs(cfg), "max_context": None}, None))
+            demo_pool = EnvPool(make_env or EnvFactory({**_env_kwargs(cfg), "max_context": None}))
             try:
                 trajectories = collect_trajectories(demo_pool, specs, make_oracle, cfg.env.allow_restricted_training)
             finally:
@@ -419,7 +421,7 @@ def build_envs(run: Run, make_env) -> None:
     cfg, dp = run.cfg, run.dp
     problems = []
     if dp.is_main:
-        factory = make_env or gym_env_factory(_env_kwargs(cfg), TokenCounter(run.tokenizer))
+        factory = make_env or EnvFactory({**_env_kwargs(cfg), "length_fn": TokenCounter(run.tokenizer)})
         run.pool = make_env_pool(factory, **dataclasses.asdict(cfg.env.workers))
         try:
             check_row_fits(cfg, run.tokenizer, run.pool)

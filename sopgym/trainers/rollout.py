@@ -10,7 +10,6 @@ as the evaluator scores it, never recounted here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,7 +21,7 @@ from sopgym.status import TOOL_FAILURE_VALUES
 from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat
 
 __all__ = ["TrainingNotAllowed", "TokenAgent", "EnvPool", "EpisodeSpec", "collect", "finish_episode",
-           "group_spec_list", "gym_env_factory", "make_env_pool"]
+           "group_spec_list", "make_env_pool"]
 
 
 class TrainingNotAllowed(RuntimeError):
@@ -36,21 +35,6 @@ def check_training_allowed(env_id: str, info: dict[str, Any], allow_restricted: 
             f"{env_id} task {info.get('task_id')} has training_allowed=False "
             f"(licence {info.get('license')!r}); set env.allow_restricted_training to override"
         )
-
-
-def gym_env_factory(env_kwargs: dict[str, Any], length_fn: Callable[[str], int] | None) -> Callable[[str], Any]:
-    """``env_id -> gymnasium.make(env_id, **env_kwargs, length_fn=...)``."""
-    import gymnasium
-
-    import sopgym  # noqa: F401  (registers the sopgym/* ids)
-
-    def make(env_id: str):
-        kwargs = dict(env_kwargs)
-        if length_fn is not None:
-            kwargs["length_fn"] = length_fn
-        return gymnasium.make(env_id, **kwargs)
-
-    return make
 
 
 def shaping_reward(info: dict[str, Any]) -> float:

@@ -2,9 +2,10 @@
 
 import pytest
 
+from sopgym.episodes.factory import EnvFactory
 from sopgym.trainers.config import load_config
 from sopgym.trainers.loop import train
-from sopgym.trainers.rollout import EnvPool, group_spec_list, gym_env_factory
+from sopgym.trainers.rollout import EnvPool, group_spec_list
 from sopgym.trainers.sft import collect_trajectories, default_oracle, select_demonstrations
 
 from . import fake_env
@@ -65,7 +66,7 @@ def test_authored_domain_demonstrations_are_whole_episodes(tmp_path):
 
 
 def test_oracle_demonstrations_of_an_authored_domain_succeed():
-    pool = EnvPool(gym_env_factory({"max_turns": 8}, None))
+    pool = EnvPool(EnvFactory({"max_turns": 8}))
     trajs = collect_trajectories(pool, group_spec_list(["sopgym/WarehouseReceiving-v0"], "train", 0, 4, 1), default_oracle)
     assert [t["success"] for t in trajs] == [True] * 4
 

@@ -4,15 +4,16 @@ import functools
 
 import pytest
 
+from sopgym.episodes.factory import EnvFactory
 from sopgym.trainers.episodes import template_ids
-from sopgym.trainers.rollout import EnvPool, group_spec_list, gym_env_factory
+from sopgym.trainers.rollout import EnvPool, group_spec_list
 from sopgym.trainers.sft import collect_trajectories, default_oracle, episode_from_messages, trajectory_texts
 from sopgym.trainers.tokenizer import build_bpe_tokenizer
 
 
 @functools.lru_cache(maxsize=1)
 def _trajectories():
-    pool = EnvPool(gym_env_factory({"max_context": None}, None))
+    pool = EnvPool(EnvFactory({"max_context": None}))
     try:
         return collect_trajectories(pool, group_spec_list(["sopgym/WarehouseReceiving-v0"], "train", 0, 40, 1), default_oracle)
     finally:

@@ -404,6 +404,20 @@ class AlgoConfig(_Combinations):
     is_high: Number = Field(2.0, ge=1.0, le=1e6)
     filter_zero_variance: StrictBool = False
     """Drop groups whose rewards are all equal (they carry no signal under group baselines)."""
+    dynamic_sampling: StrictBool = False
+    """DAPO's dynamic sampling (sampling.py): after the step's ``rollout.batch_size`` groups, keep drawing
+    further task groups until ``batch_size`` of them have outcome variance (not all right or all
+    wrong), within ``max_extra_draws`` extra groups; only those groups are trained on (it implies
+    ``filter_zero_variance``). Every optimiser step then learns from a full batch of signal, at the
+    cost of more rollouts per step when most groups agree (``sampling/extra_groups`` counts them).
+    False: the step trains on the groups it drew, as before."""
+    max_extra_draws: StrictInt = Field(16, ge=0, le=1_000_000)
+    """Extra groups dynamic sampling may draw in one step, at most (each costs ``rollout.group_size``
+    episodes); when they run out the step trains on the informative groups it has, however few.
+    Extra groups consume training tasks like the batch's (the task cursor moves past them)."""
+    task_success_ema: Number = Field(0.5, gt=0.0, le=1.0)
+    """Weight of a task's newest group in its running success estimate (``sampling.TaskSuccess``, logged
+    as ``tasks/*``): 1 keeps only the last group, smaller values average over more of its groups."""
     ppo_epochs: StrictInt = Field(1, ge=1, le=1000)
     num_minibatches: StrictInt = Field(1, ge=1, le=1_000_000)
     """Optimiser steps per RL step = ppo_epochs * num_minibatches. More reuse of samples, more off-policy."""

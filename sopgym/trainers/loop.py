@@ -64,6 +64,7 @@ from .policy.engine import RolloutEngine
 from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
+from .sampling import TaskSuccess, group_metrics, informative_groups, missing_groups
 from .sft import (
     as_shown,
     collect_trajectories,
@@ -201,6 +202,8 @@ class Run:
     """The next RL step to run."""
     cursor: int = 0
     """Training tasks consumed so far (the seed of the next group is derived from it)."""
+    task_success: TaskSuccess | None = None
+    """The running success estimate of every training task seen (rank 0 logs it; ``tasks/*``)."""
     val_curve: list[tuple[int, float, float]] = field(default_factory=list)
     """``(step, held-out task success, held-out reward)`` of every evaluation."""
     val_before_records: list[dict[str, Any]] = field(default_factory=list)
@@ -510,6 +513,7 @@ def build_optimiser(run: Run, start: Start) -> None:
     cfg, dp, ckpt = run.cfg, run.dp, start.checkpoint
     hp = AdamWSettings.from_config(cfg.optim)
     run.optimizer, run.scheduler = build_optimizer(run.model, hp, WarmUp(cfg.optim.warmup_steps))
+    run.task_success = TaskSuccess(cfg.algo.task_success_ema)
     if ckpt is None:
         return
     if ckpt.get("sharded"):
@@ -527,6 +531,7 @@ def build_optimiser(run: Run, start: Start) -> None:
     run.result.val_before = ckpt.get("val_before", {})
     run.val_curve = ckpt.get("val_curve", [])
     run.val_before_records = ckpt.get("val_before_records", [])
+    run.task_success.load_state_dict(ckpt.get("task_success", {}))
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: bool = True) -> RolloutEngine:
@@ -593,28 +598,31 @@ def rl_step(run: Run) -> dict[str, float]:
     optimisation's only."""
     cfg, step, dp = run.cfg, run.step, run.dp
 
-    # ---- 1. rollouts (rank 0): batch_size tasks x group_size episodes, one batched generate per turn ----
+    # ---- 1. rollouts (rank 0): batch_size tasks x group_size episodes, one batched generate per turn; ----
+    # with dynamic sampling, further groups until batch_size of them are informative (within max_extra_draws)
     t0 = time.perf_counter()
     episodes: list = []
+    extra = 0
     if dp.is_main:
-        specs = group_spec_list(
-            cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, cfg.rollout.batch_size, cfg.rollout.group_size
-        )
-        episodes = collect(
-            run.pool, specs, run.policy, run.tokenizer,
-            max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
-            require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
-            system_turn=cfg.model.system_turn,
-        )
-    run.cursor += cfg.rollout.batch_size
+        episodes = draw_groups(run, cfg.rollout.batch_size, first_group_id=0)
+        while cfg.algo.dynamic_sampling and (more := missing_groups(
+            len(informative_groups(episodes)), cfg.rollout.batch_size, extra, cfg.algo.max_extra_draws
+        )):
+            episodes += draw_groups(run, more, first_group_id=cfg.rollout.batch_size + extra)
+            extra += more
+    else:
+        run.cursor += cfg.rollout.batch_size
+    if cfg.algo.dynamic_sampling:  # only rank 0 knows how many groups it drew
+        run.cursor = dp.broadcast(run.cursor)
     rollout_s = time.perf_counter() - t0
 
-    # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter) ----
+    # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter, implied by ----
+    # dynamic sampling: groups all right or all wrong are not trained on)
     trainable, zv_stats, too_long = [], {}, []
     if dp.is_main:
         trainable, zv_stats = assign_advantages(
-            episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm, cfg.algo.filter_zero_variance
+            episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm,
+            cfg.algo.filter_zero_variance or cfg.algo.dynamic_sampling,
         )
         too_long = [ep for ep in trainable if len(ep.ids) > cfg.optim.row_tokens]
         if too_long:  # check_row_fits makes this rare; never a crash mid-run
@@ -650,6 +658,10 @@ def rl_step(run: Run) -> dict[str, float]:
         metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
         metrics["train/trained_episodes"] = float(len(trainable))
         metrics["train/dropped_too_long"] = float(len(too_long))
+        metrics.update(group_metrics(episodes, trainable))
+        metrics["sampling/extra_groups"] = float(extra)
+        run.task_success.update(episodes)
+        metrics.update(run.task_success.metrics())
     run.history.append(metrics)
     run.step = step + 1
 
@@ -662,6 +674,25 @@ def rl_step(run: Run) -> dict[str, float]:
     if cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0:
         save_checkpoint(run)
     return metrics
+
+
+def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
+    """``num_groups`` training tasks from the cursor on (which moves past them), ``group_size`` episodes
+    each, numbered from ``first_group_id``; one batched generate per turn (rank 0)."""
+    cfg = run.cfg
+    specs = group_spec_list(
+        cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, num_groups, cfg.rollout.group_size
+    )
+    if first_group_id:
+        specs = [dataclasses.replace(spec, group_id=spec.group_id + first_group_id) for spec in specs]
+    run.cursor += num_groups
+    return collect(
+        run.pool, specs, run.policy, run.tokenizer,
+        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
+        require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
+        system_turn=cfg.model.system_turn,
+    )
 
 
 def _optimisation_metrics(opt_stats: list[dict[str, float]], train_s: float) -> dict[str, float]:
@@ -755,6 +786,7 @@ def save_checkpoint(run: Run) -> None:
             "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": run.cursor, "mlflow_run_id": run.tracker.run_id,
             "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
             "val_curve": run.val_curve, "val_before_records": run.val_before_records,
+            "task_success": run.task_success.state_dict(),
         }
         path = checkpoint.save_sharded(run.run_dir, run.dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
                                        generator=run.generator, meta=meta)
@@ -766,6 +798,7 @@ def save_checkpoint(run: Run) -> None:
                 "val_before": run.result.val_before,
                 "val_curve": run.val_curve,
                 "val_before_records": run.val_before_records,
+                "task_success": run.task_success.state_dict(),
                 "ref_model": run.ref_model.lm.state_dict() if run.ref_model is not None else None,
             },
         )

@@ -41,6 +41,8 @@ def test_mlflow_contents_after_a_short_run(tmp_path, tok_dir):
         "rollout/tool_failure_rate", "rollout/zero_variance_group_fraction", "rollout/infrastructure_failures",
         "train/loss", "train/kl", "train/entropy", "train/clip_fraction", "train/grad_norm", "train/lr",
         "perf/train_tokens_per_s", "perf/episodes_per_s", "perf/packing_efficiency", "sft/loss",
+        "rollout/informative_group_fraction", "train/trained_episode_fraction", "sampling/extra_groups",
+        "tasks/tracked", "tasks/success_estimate_mean", "tasks/learnable_fraction",
     ):
         assert key in metrics, key
     # max_new_tokens=4 cuts every turn: the truncation alarm fires as metric and tag

@@ -30,8 +30,10 @@ import time
 import gymnasium as gym
 
 import sopgym  # noqa: F401  (registers the envs)
+from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.ray_pool import RayEnvPool, init_ray
-from sopgym.episodes.runner import EnvPool, builtin_policy_agent, run_episodes, task_specs
+from sopgym.episodes.runner import builtin_policy_agent, run_episodes
+from sopgym.episodes.specs import task_specs
 
 ENV_ID = "sopgym/CustomerServiceTroubleshooting-v0"
 #: case -> (gymnasium.make kwargs, whether each step also waits --latency-ms)

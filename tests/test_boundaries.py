@@ -57,6 +57,50 @@ def test_the_episode_layer_takes_only_the_evaluators_score_from_the_evaluation_p
     assert found == ["sopgym.evaluation.metrics"]
 
 
+def _package_import_graph(folder):
+    """``{module: modules of the same package it imports}`` (lazy imports included), by dotted name."""
+    root = REPO / folder
+    package = folder.replace("/", ".")
+    names = {".".join((package, *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in root.rglob("*.py")}
+    graph = {}
+    for name, path in names.items():
+        here = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join([*here.split(".")[: len(here.split(".")) - node.level + 1], *([base] if base else [])])
+                found |= {base} | {f"{base}.{a.name}" for a in node.names}
+        graph[name] = sorted(m for m in found if m in names and m != name)
+    return graph
+
+
+def test_the_episode_layer_has_no_import_cycle():
+    """Its modules import one way (the pools never import the loop that drives them: ``runner`` <->
+    ``ray_pool`` was a file cycle), the package ``__init__`` (which re-exports them) included."""
+    graph = _package_import_graph("sopgym/episodes")
+    assert graph["sopgym.episodes.ray_pool"] and graph["sopgym.episodes.runner"]  # the graph sees imports
+    cycles, state = [], {}
+
+    def visit(module, path):
+        state[module] = "open"
+        for dep in graph[module]:
+            if state.get(dep) == "open":
+                cycles.append(path[path.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, path + [dep])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
 # The RL-library adapters use envs through gymnasium and the env's public methods only, never the
 # sandboxes or the env's parts. (The remote env, itself an env, renders like one.)
 _LIBRARY_ADAPTERS = ("trl.py", "skyrl.py", "verl.py", "_common.py", "_tokens.py")

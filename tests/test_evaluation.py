@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sopgym.episodes import run_policy
-from sopgym.episodes.runner import episode_seed
+from sopgym.episodes.specs import episode_seed
 from sopgym.evaluation import evaluate_records, load_records, score_record
 from sopgym.status import INFRASTRUCTURE, INVALID_ACTION, Status
 

@@ -103,7 +103,9 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
     from sopgym.agents.chat import ChatAgent
     from sopgym.agents.openai_answers import Answer
     from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
-    from sopgym.episodes.runner import EnvPool, EpisodeSpec, run_episodes
+    from sopgym.episodes.pools import EnvPool
+    from sopgym.episodes.runner import run_episodes
+    from sopgym.episodes.specs import EpisodeSpec
 
     bodies, envs = [], []
 

@@ -13,16 +13,10 @@ from ray_helpers import Killer, arm, dying_factory, make_env, result_view, rewri
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
+from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.ray_pool import RayEnvPool, WorkerLost
-from sopgym.episodes.runner import (
-    EnvPool,
-    EpisodeSpec,
-    PolicyAgent,
-    builtin_policy_agent,
-    make_env_pool,
-    run_episodes,
-    task_specs,
-)
+from sopgym.episodes.runner import PolicyAgent, builtin_policy_agent, make_env_pool, run_episodes
+from sopgym.episodes.specs import EpisodeSpec, task_specs
 from sopgym.evaluation import evaluate_records
 
 WR = "sopgym/WarehouseReceiving-v0"

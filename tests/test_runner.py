@@ -9,16 +9,9 @@ import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
 from sopgym.episodes import run_policy
-from sopgym.episodes.runner import (
-    EndEpisode,
-    EnvPool,
-    EpisodeSpec,
-    builtin_policy_agent,
-    run_episode,
-    run_episodes,
-    task_specs,
-    trajectory_lines,
-)
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.runner import builtin_policy_agent, run_episode, run_episodes, trajectory_lines
+from sopgym.episodes.specs import EndEpisode, EpisodeSpec, task_specs
 from sopgym.evaluation import evaluate_records, load_records
 
 WR = "sopgym/WarehouseReceiving-v0"

@@ -341,7 +341,7 @@ class ChatAgent:
         self._episodes[slot] = _Episode(spec.seed, info.get("tools"))
 
     def act(self, slots: list[int], observations: list[str], infos: list[dict[str, Any]]) -> list[Any]:
-        from sopgym.episodes.runner import EndEpisode
+        from sopgym.episodes.specs import EndEpisode
 
         episodes = [self._episodes[s] for s in slots]
         requests = [self.request(info["messages"], ep.tools, self._request_seed(ep)) for ep, info in zip(episodes, infos)]

@@ -171,7 +171,9 @@ def _run(pack: DomainPack, policy_name: str, split: str, count: int, **policy_kw
     from sopgym.envs.env import SOPEnv
     from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
     from sopgym.envs.policies import make_policy
-    from sopgym.episodes.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
+    from sopgym.episodes.pools import EnvPool
+    from sopgym.episodes.runner import PolicyAgent, run_episodes
+    from sopgym.episodes.specs import EpisodeSpec
 
     if not count:
         return {"success": 0.0, "mean_calls": 0.0, "used": Counter()}

@@ -1,6 +1,6 @@
 """Env workers on Ray: an env pool whose envs (and their sandboxes) live in Ray actors.
 
-:class:`RayEnvPool` is a drop-in for the in-process :class:`~sopgym.episodes.runner.EnvPool`: the
+:class:`RayEnvPool` is a drop-in for the in-process :class:`~sopgym.episodes.pools.EnvPool`: the
 runner calls the same ``reset``/``step``/``end``/``close`` over lists of slots. Each slot belongs to
 one worker (``slot % num_workers``); a worker is a Ray actor holding an in-process ``EnvPool`` of its
 slots' envs, so an env is built, reset and stepped there exactly as in-process, and a Docker-sandboxed
@@ -46,7 +46,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .runner import EndEpisode, EnvPool, EpisodeSpec, StepOutput
+from .pools import EnvPool, StepOutput
+from .specs import EndEpisode, EpisodeSpec
 
 __all__ = ["RayEnvPool", "EnvWorker", "MessagesDelta", "WorkerLost", "init_ray", "WORKER_LOST"]
 

@@ -4,17 +4,19 @@ The evaluator's runs (``sopgym eval``), the trainer's rollouts and its SFT demon
 validation (``sopgym validate-domain``) and benchmark runs of real models all run episodes through
 :func:`run_episodes`; policies differ, the loop does not.
 
-* **Specs** (:class:`EpisodeSpec`) say which episode: env id, reset seed and options, group.
+* **Specs** (:class:`~.specs.EpisodeSpec`, in :mod:`.specs`) say which episode: env id, reset seed
+  and options, group.
 * **Agents** answer for many episodes at once (:class:`BatchAgent`): one ``act`` call per turn
   covers every running episode, so a model can generate for all of them in one batch. A scripted
   per-episode policy (``reset(info)``, ``act(observation, info)``) runs through :class:`PolicyAgent`.
-  An agent that cannot or will not answer for an episode returns :class:`EndEpisode` for it (its
+  An agent that cannot or will not answer for an episode returns :class:`~.specs.EndEpisode` for it (its
   token budget is spent, the library stopped, the model server failed); the env then scores it
   like an unanswered episode (``SOPEnv.end_episode``), so every episode ends with a record.
-* **Env pools** (:class:`EnvPool`) own the env instances and step them; the runner only talks to
-  the pool's ``reset``/``step``/``end`` over slots, so a pool whose envs live elsewhere (other
-  processes or hosts) can stand in for the in-process one: :class:`~.ray_pool.RayEnvPool` (env
-  workers as Ray actors); :func:`make_env_pool` builds either.
+* **Env pools** (:class:`~.pools.EnvPool`, in :mod:`.pools`) own the env instances and step them; the
+  runner only talks to the pool's ``reset``/``step``/``end`` over slots, so a pool whose envs live
+  elsewhere (other processes or hosts) can stand in for the in-process one:
+  :class:`~.ray_pool.RayEnvPool` (env workers as Ray actors); :func:`make_env_pool` builds either.
+  Neither pool imports this module, so the pools and the loop have no import cycle.
 * **Results** (:class:`EpisodeResult`) keep the env's episode record (what the evaluator reads), the
   turns, and the return; success is only ever the evaluator's :func:`score_record` of the record
   (the one thing this package takes from :mod:`sopgym.evaluation`: :mod:`~sopgym.evaluation.metrics`,
@@ -31,57 +33,22 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-import numpy as np
-
 from sopgym.evaluation.metrics import EpisodeScore, score_record
 
 from .factory import EnvFactory
+from .pools import EnvPool, StepOutput
 from .progress import ProgressBar
+from .specs import EndEpisode, EpisodeSpec, task_specs
 
 __all__ = [
-    "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
-    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy", "task_specs", "episode_seed",
-    "trajectory_lines",
+    "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent",
+    "run_episodes", "run_episode", "run_policy", "trajectory_lines",
 ]
 
 
 # --------------------------------------------------------------------------------------------------
-# What to run and what comes back
+# What comes back
 # --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode to run.
-
-    Args:
-        env_id: a registered id, e.g. ``sopgym/WarehouseReceiving-v0``.
-        seed: the ``reset`` seed (None: unseeded).
-        options: ``reset`` options (``split``, ``task_index`` or ``task_id``).
-        group_id: episodes of one group share a task (GRPO groups, samples of pass@k).
-        sample: the episode's index within its group.
-    """
-
-    env_id: str
-    seed: int | None = None
-    options: Mapping[str, Any] | None = None
-    group_id: int = 0
-    sample: int = 0
-
-
-@dataclass(frozen=True)
-class EndEpisode:
-    """An agent's answer for an episode it ends without another turn (see ``SOPEnv.end_episode``).
-
-    Args:
-        cause: ``context_budget`` (no room for another turn), ``stopped`` (the agent stopped replying)
-            or ``inference`` (the model server failed: an infrastructure failure, not the policy's).
-            (``env_lost`` is the pools' own: a remote pool ends an episode whose worker died with it.)
-        message: why, kept in the last step's ``status_message``.
-    """
-
-    cause: str = "stopped"
-    message: str = ""
-
-
 @dataclass
 class Turn:
     """One step of an episode, as the env answered it."""
@@ -205,73 +172,8 @@ def builtin_policy_agent(name: str, **kwargs: Any) -> PolicyAgent:
 
 
 # --------------------------------------------------------------------------------------------------
-# Env pools
+# Which env pool
 # --------------------------------------------------------------------------------------------------
-StepOutput = tuple[str, float, bool, bool, dict[str, Any]]
-
-
-class EnvPool:
-    """In-process envs, one per (env id, slot), reused across batches and runs.
-
-    The runner only calls :meth:`reset`, :meth:`step` and :meth:`end` with lists of slots; another
-    pool (envs in worker processes or on other hosts) implements the same three methods and
-    :meth:`close`, stepping its slots in parallel.
-
-    Args:
-        make_env: ``env_id -> env`` (e.g. ``gymnasium.make`` with the run's env kwargs).
-        owns_envs: close the envs in :meth:`close` (False for an env the caller keeps).
-    """
-
-    def __init__(self, make_env: Callable[[str], Any], *, owns_envs: bool = True):
-        self.make_env = make_env
-        self.owns_envs = owns_envs
-        self._envs: dict[tuple[str, int], Any] = {}
-        self._slots: dict[int, Any] = {}
-
-    @classmethod
-    def of(cls, env: Any) -> EnvPool:
-        """A pool over one env the caller owns (for runs with one slot)."""
-        return cls(lambda env_id: env, owns_envs=False)
-
-    def env(self, env_id: str, slot: int) -> Any:
-        key = (env_id, slot)
-        if key not in self._envs:
-            self._envs[key] = self.make_env(env_id)
-        return self._envs[key]
-
-    def reset(self, jobs: Sequence[tuple[int, EpisodeSpec]]) -> list[tuple[str, dict[str, Any]]]:
-        out = []
-        for slot, spec in jobs:
-            env = self.env(spec.env_id, slot)
-            self._slots[slot] = env
-            options = dict(spec.options) if spec.options is not None else None
-            out.append(env.reset(seed=spec.seed, options=options))
-        return out
-
-    def step(self, jobs: Sequence[tuple[int, Any]]) -> list[StepOutput]:
-        return [self._slots[slot].step(action) for slot, action in jobs]
-
-    def end(self, jobs: Sequence[tuple[int, EndEpisode]]) -> list[StepOutput]:
-        out = []
-        for slot, end in jobs:
-            env = self._slots[slot]
-            end_episode = getattr(env.unwrapped, "end_episode", None)
-            if end_episode is None:
-                raise TypeError(
-                    f"{type(env.unwrapped).__name__} has no end_episode(cause): an agent returned "
-                    f"EndEpisode({end.cause!r}) but this env cannot end an episode early"
-                )
-            out.append(end_episode(end.cause, end.message))
-        return out
-
-    def close(self) -> None:
-        if self.owns_envs:
-            for env in self._envs.values():
-                env.close()
-        self._envs.clear()
-        self._slots.clear()
-
-
 POOL_BACKENDS = ("inprocess", "ray")
 
 
@@ -465,30 +367,6 @@ def run_episode(env: Any, policy: Any, *, seed: int | None = None, options: Mapp
     env_id = env.spec.id if getattr(env, "spec", None) is not None else type(env.unwrapped).__name__
     spec = EpisodeSpec(env_id, seed, options)
     return run_episodes([spec], PolicyAgent(lambda _: policy), EnvPool.of(env))[0]
-
-
-# --------------------------------------------------------------------------------------------------
-# Which tasks: the same for every kind of run
-# --------------------------------------------------------------------------------------------------
-def episode_seed(seed: int, task_index: int, sample: int) -> int:
-    """The seed of one episode: a hash of (run seed, task index, sample), independent of run order."""
-    return int(np.random.SeedSequence([seed, task_index, sample]).generate_state(1)[0])
-
-
-def task_specs(env_id: str, split: str, num_tasks: int, samples_per_task: int = 1, seed: int = 0,
-               first_task: int = 0) -> list[EpisodeSpec]:
-    """Tasks ``first_task .. first_task+num_tasks-1`` of ``split``, each ``samples_per_task`` times.
-
-    Every benchmark run (scripted policies, hosted or local models) uses these, so their figures
-    compare on the same tasks; each episode's seed is :func:`episode_seed`.
-    """
-    if num_tasks < 1 or samples_per_task < 1:
-        raise ValueError(f"num_tasks and samples_per_task must be >= 1, got {num_tasks} and {samples_per_task}")
-    return [
-        EpisodeSpec(env_id, episode_seed(seed, t, s), {"split": split, "task_index": t}, group_id=t, sample=s)
-        for t in range(first_task, first_task + num_tasks)
-        for s in range(samples_per_task)
-    ]
 
 
 def run_policy(

@@ -111,7 +111,9 @@ def _oracle_runs(pack: Any, split: str, indices: Iterable[int], max_turns: int) 
     from sopgym.envs.env import SOPEnv
     from sopgym.envs.env_kwargs import InProcessCodeRunnerWarning
     from sopgym.envs.policies import make_policy
-    from sopgym.episodes.runner import EnvPool, EpisodeSpec, PolicyAgent, run_episodes
+    from sopgym.episodes.pools import EnvPool
+    from sopgym.episodes.runner import PolicyAgent, run_episodes
+    from sopgym.episodes.specs import EpisodeSpec
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InProcessCodeRunnerWarning)

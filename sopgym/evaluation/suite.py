@@ -2,7 +2,7 @@
 
 ``sopgym eval`` runs through here. A run is a **plan** (env ids, split, tasks ``0..N-1`` per env,
 samples per task, seed: the same tasks as any other run with the same plan, see
-:func:`~sopgym.episodes.runner.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
+:func:`~sopgym.episodes.specs.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
 kwargs): what must match for a trajectory file to be resumed.
 
 Trajectory file: a ``run`` line first (``{"type": "run", "format": 1, "identity": ...}``), then each
@@ -111,7 +111,7 @@ class SuitePlan:
         split: ``train``, ``val`` or ``test``.
         num_tasks: tasks ``0..n-1`` per env id.
         samples_per_task: episodes per task (the ``n`` of pass@k).
-        seed: the run seed (each episode's is :func:`~sopgym.episodes.runner.episode_seed`).
+        seed: the run seed (each episode's is :func:`~sopgym.episodes.specs.episode_seed`).
     """
 
     env_ids: tuple[str, ...]
@@ -126,7 +126,7 @@ class SuitePlan:
             raise ValueError(f"num_tasks has no entry for {missing}")
 
     def specs(self) -> list[Any]:
-        from sopgym.episodes.runner import task_specs
+        from sopgym.episodes.specs import task_specs
 
         return [spec for env_id in self.env_ids
                 for spec in task_specs(env_id, self.split, self.num_tasks[env_id], self.samples_per_task, self.seed)]
@@ -356,7 +356,7 @@ def run_suite(
         concurrency: episodes running at once.
         progress: progress bar with an ETA on stderr.
         on_resume: called with (finished episodes found, episodes to run) when resuming.
-        pool: the env pool to run on (None: an in-process :class:`~sopgym.episodes.runner.EnvPool` of ``make_env``;
+        pool: the env pool to run on (None: an in-process :class:`~sopgym.episodes.pools.EnvPool` of ``make_env``;
             e.g. :func:`~sopgym.episodes.runner.make_env_pool` with Ray env workers). It is closed at the end.
         on_outcome: called with each finished episode: first those read back from the file, then
             each one as it ends (after its lines are written), so a caller can keep results current.
@@ -368,7 +368,8 @@ def run_suite(
         ValueError: ``resume`` without a file, a file of another run (the differing settings named),
             or an episode in the file that is not the plan's.
     """
-    from sopgym.episodes.runner import EnvPool, run_episodes
+    from sopgym.episodes.pools import EnvPool
+    from sopgym.episodes.runner import run_episodes
 
     specs = plan.specs()
     header = {"type": "run", "format": TRAJECTORY_FORMAT, "identity": json.loads(json.dumps(identity, default=str))}

@@ -1,6 +1,6 @@
 """What every adapter shares: task rows, resetting an env from a row, and the tool block of a system message.
 
-A *task row* names one episode the way the one runner does (:func:`sopgym.episodes.runner.task_specs`):
+A *task row* names one episode the way the one runner does (:func:`sopgym.episodes.specs.task_specs`):
 env id, split, task index and reset seed, plus the task id and the initial chat (``prompt``) that
 ``reset`` gives for them. Libraries keep rows in their datasets; adapters reset their env from a row
 with :func:`reset_from_row`, so a row always means the same task, seed and tool answers as
@@ -158,7 +158,7 @@ def task_rows(
         ValueError: a bad count, more tasks than the split holds (a served env's server refuses the
             first index past it), or a task whose licence forbids training while ``allow_restricted`` is False.
     """
-    from sopgym.episodes.runner import task_specs
+    from sopgym.episodes.specs import task_specs
 
     env_ids = [env_id] if isinstance(env_id, str) else list(env_id)
     if not env_ids:

@@ -6,7 +6,7 @@ sampled with their log-probs (loss mask 1); the env's messages are rendered by t
 (:class:`~sopgym.trainers.episodes.EpisodeBuilder`, loss mask 0). The library's completion budget
 counts every token after the prompt: a turn is cut where the budget ends, and an episode with no
 budget left is ended through ``end_episode("context_budget")``. A generator that fails for an
-episode answers :class:`~sopgym.episodes.runner.EndEpisode` (``inference``) for it.
+episode answers :class:`~sopgym.episodes.specs.EndEpisode` (``inference``) for it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, run_episodes
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.runner import EpisodeResult, Turn, run_episodes
+from sopgym.episodes.specs import EndEpisode, EpisodeSpec
 from sopgym.trainers.episodes import Episode, EpisodeBuilder
 
 __all__ = ["TokenTurn", "TokenEpisode", "run_token_episodes"]

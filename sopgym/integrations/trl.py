@@ -62,7 +62,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from sopgym.episodes.runner import EnvPool, EpisodeSpec
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.specs import EpisodeSpec
 
 from ._common import (
     ROW_KEYS,

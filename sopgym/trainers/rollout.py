@@ -15,7 +15,9 @@ from typing import Any
 import torch
 
 from sopgym.envs.reward import SHAPING_PREFIX
-from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeResult, EpisodeSpec, Turn, make_env_pool, run_episodes
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.runner import EpisodeResult, Turn, make_env_pool, run_episodes
+from sopgym.episodes.specs import EndEpisode, EpisodeSpec
 from sopgym.status import TOOL_FAILURE_VALUES
 
 from .episodes import Episode, EpisodeBuilder, check_system_turn, shown_chat

@@ -18,7 +18,9 @@ import torch  # noqa: E402
 import sopgym  # noqa: E402,F401 - registers the envs
 from sopgym.agents.chat import ChatAgent, ChatRequest, RequestFailed  # noqa: E402
 from sopgym.agents.hf_local import HFChatConfig, HFChatModel, template_renders_tools  # noqa: E402
-from sopgym.episodes.runner import EnvPool, run_episodes, task_specs  # noqa: E402
+from sopgym.episodes.pools import EnvPool  # noqa: E402
+from sopgym.episodes.runner import run_episodes  # noqa: E402
+from sopgym.episodes.specs import task_specs  # noqa: E402
 
 WR = "sopgym/WarehouseReceiving-v0"
 

@@ -18,7 +18,9 @@ import sopgym  # noqa: F401 - registers the envs
 from sopgym.agents.chat import ChatAgent, ChatRequest, Completion, RequestFailed, ServerRefused
 from sopgym.agents.local_server import free_port
 from sopgym.agents.openai_chat import OpenAIChatConfig, OpenAIChatModel
-from sopgym.episodes.runner import EnvPool, run_episodes, task_specs
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.runner import run_episodes
+from sopgym.episodes.specs import task_specs
 from sopgym.evaluation import evaluate_records
 
 from .fault_server import USAGE, FaultServer

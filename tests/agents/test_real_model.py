@@ -24,7 +24,9 @@ from sopgym.agents.chat import ChatAgent  # noqa: E402
 from sopgym.agents.gguf import export_gguf, find_smollm2_gguf, load_gguf  # noqa: E402
 from sopgym.agents.hf_local import HFChatConfig, HFChatModel  # noqa: E402
 from sopgym.agents.local_server import TransformersServe  # noqa: E402
-from sopgym.episodes.runner import EnvPool, run_episodes, task_specs  # noqa: E402
+from sopgym.episodes.pools import EnvPool  # noqa: E402
+from sopgym.episodes.runner import run_episodes  # noqa: E402
+from sopgym.episodes.specs import task_specs  # noqa: E402
 from sopgym.evaluation import evaluate_records  # noqa: E402
 
 WR = "sopgym/WarehouseReceiving-v0"

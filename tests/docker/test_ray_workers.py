@@ -13,8 +13,10 @@ from docker_helpers import STATEFUL_ENV
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the Ray test helpers
 from ray_helpers import Killer, arm, result_view, stalling_factory  # noqa: E402
 
+from sopgym.episodes.pools import EnvPool  # noqa: E402
 from sopgym.episodes.ray_pool import RayEnvPool  # noqa: E402
-from sopgym.episodes.runner import EnvPool, PolicyAgent, builtin_policy_agent, run_episodes, task_specs  # noqa: E402
+from sopgym.episodes.runner import PolicyAgent, builtin_policy_agent, run_episodes  # noqa: E402
+from sopgym.episodes.specs import task_specs  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

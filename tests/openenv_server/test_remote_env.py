@@ -17,7 +17,9 @@ pytest.importorskip("websockets", reason=SKIP_REASON)
 
 from sopgym.envs.policies import format_call, make_policy  # noqa: E402
 from sopgym.envs.registration import registered_env_ids  # noqa: E402
-from sopgym.episodes.runner import EnvPool, builtin_policy_agent, run_episode, run_episodes, task_specs  # noqa: E402
+from sopgym.episodes.pools import EnvPool  # noqa: E402
+from sopgym.episodes.runner import builtin_policy_agent, run_episode, run_episodes  # noqa: E402
+from sopgym.episodes.specs import task_specs  # noqa: E402
 from sopgym.evaluation import evaluate_records, score_record  # noqa: E402
 from sopgym.integrations.remote_env import REMOTE_TRUNCATION_CAUSE  # noqa: E402
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 import yaml
 
-from sopgym.episodes.runner import POOL_BACKENDS, EpisodeSpec
+from sopgym.episodes.runner import POOL_BACKENDS
+from sopgym.episodes.specs import EpisodeSpec
 from sopgym.trainers.config import WORKER_BACKENDS, EnvWorkersConfig, load_config
 from sopgym.trainers.policy.hf import Sample
 from sopgym.trainers.rollout import collect

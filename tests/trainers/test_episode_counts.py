@@ -13,7 +13,9 @@ import pytest
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs import budgets
-from sopgym.episodes.runner import EndEpisode, EnvPool, EpisodeSpec, run_episodes
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.runner import run_episodes
+from sopgym.episodes.specs import EndEpisode, EpisodeSpec
 from sopgym.evaluation import evaluate_records
 from sopgym.sandboxes import SandboxError, ToolBox
 from sopgym.trainers.rollout import collect

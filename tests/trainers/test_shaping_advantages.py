@@ -11,7 +11,8 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from sopgym.episodes.runner import EnvPool, EpisodeSpec
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.specs import EpisodeSpec
 from sopgym.trainers.advantages import EPS
 from sopgym.trainers.rollout import collect
 from sopgym.trainers.rollout_metrics import assign_advantages

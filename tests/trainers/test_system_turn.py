@@ -7,7 +7,8 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-from sopgym.episodes.runner import EnvPool, EpisodeSpec
+from sopgym.episodes.pools import EnvPool
+from sopgym.episodes.specs import EpisodeSpec
 from sopgym.trainers.episodes import template_ids
 from sopgym.trainers.rollout import collect
 from sopgym.trainers.sft import as_shown, episode_from_messages

@@ -6,7 +6,10 @@ trained on the envs' prompts and oracle episodes (so SOPs, tool calls and tool r
 compactly) with a chat template, and a randomly initialised Qwen2 model of a few thousand
 parameters per layer, both saved with ``save_pretrained`` so that ``from_pretrained(folder)`` (TRL's
 ``model="folder"``, verl's ``actor_rollout_ref.model.path``, SkyRL's ``trainer.policy.model.path``)
-loads them. It learns nothing useful by itself; it makes the libraries' own loops run end to end.
+loads them. Untrained it writes no tool call, so every episode of a GRPO group scores the same and
+the libraries' updates are zero: :func:`warm_start` first trains it with sopgym's own SFT
+(:func:`sopgym.trainers.sft.train_sft`) on the oracle's episodes of TRAIN-split tasks, after which
+its replies start as tool calls and some parse (the groups' rewards differ, so GRPO updates it).
 
 Chat templates: ``sopgym`` (ChatML with the tool block in the system turn, what sopgym's trainer
 uses) or ``trl-qwen2.5`` (TRL's own copy of Qwen2.5's template, which TRL recognises and parses
@@ -23,7 +26,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATES", "build_tiny_model", "main"]
+__all__ = ["CHAT_TEMPLATES", "WARM_START_KEYS", "build_tiny_model", "warm_start", "main"]
 
 CHAT_TEMPLATES = ("sopgym", "trl-qwen2.5")
 
@@ -103,6 +106,96 @@ def build_tiny_model(out_dir: str | Path, env_ids: Sequence[str], *, chat_templa
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+#: The settings of :func:`warm_start` (a launch recipe's ``warm_start`` section), with their defaults.
+WARM_START_KEYS = {"demonstrations": 32, "short_context_steps": 200, "steps": 75, "batch_episodes": 2,
+                   "short_context_batch_episodes": 8, "learning_rate": 1.0e-2, "seed": 0}
+
+
+def warm_start(model_dir: str | Path, out_dir: str | Path, env_ids: Sequence[str], *, env_kwargs=None,
+               **settings) -> dict:
+    """Supervised warm start of a model folder on the oracle's episodes of TRAIN-split tasks, saved in ``out_dir``.
+
+    The demonstrations are sopgym's (:func:`~sopgym.trainers.sft.collect_trajectories` of the oracle on
+    :func:`~sopgym.trainers.sft.demonstration_specs`: train-split tasks with seeds of their own, never a
+    rollout's) rendered through the folder's chat template with the env's tool schemas, the prompt the
+    adapters give the model; :func:`~sopgym.trainers.sft.train_sft` trains on their assistant tokens:
+    ``short_context_steps`` steps of ``short_context_batch_episodes`` demonstrations without the system
+    turn (the SOP and the schemas: cheap steps that teach the calls), then ``steps`` steps of
+    ``batch_episodes`` whole ones (the prompt as the libraries send it), AdamW at ``learning_rate``
+    decaying to a fifth. ``out_dir`` gets the model, the tokenizer and ``warm_start.json`` (the settings,
+    the demonstrations used, the first and last losses, the seconds taken).
+
+    Args:
+        model_dir: a folder ``from_pretrained`` loads (e.g. :func:`build_tiny_model`'s).
+        out_dir: where the warm-started model goes.
+        env_ids: the envs whose demonstrations train it.
+        env_kwargs: ``gymnasium.make`` keyword arguments of the envs.
+        **settings: :data:`WARM_START_KEYS`.
+
+    Raises:
+        ValueError: an unknown setting, or no demonstration fits (see ``select_demonstrations``).
+    """
+    unknown = set(settings) - set(WARM_START_KEYS)
+    if unknown:
+        raise ValueError(f"unknown warm_start settings {sorted(unknown)}; expected some of {sorted(WARM_START_KEYS)}")
+    opts = {**WARM_START_KEYS, **settings}
+    import json
+    import time
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sopgym.evaluation.runner import EnvPool
+    from sopgym.trainers import attention
+    from sopgym.trainers.config import SFTConfig
+    from sopgym.trainers.optimise import StepSettings
+    from sopgym.trainers.sft import (
+        collect_trajectories,
+        default_oracle,
+        demonstration_specs,
+        select_demonstrations,
+        short_context_episodes,
+        train_sft,
+    )
+
+    from ._common import make_env
+
+    start = time.perf_counter()
+    backend = "sdpa_varlen"  # sopgym's packed attention on CPU (attention.select_backend's choice there)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32,
+                                                 attn_implementation=attention.HF_IMPLEMENTATION[backend])
+    pool = EnvPool(lambda env_id: make_env(env_id, env_kwargs))
+    try:
+        specs = demonstration_specs(list(env_ids), "train", int(opts["seed"]), int(opts["demonstrations"]))
+        trajectories = collect_trajectories(pool, specs, default_oracle)
+    finally:
+        pool.close()
+    max_context = int(model.config.max_position_embeddings)
+    episodes, stats = select_demonstrations(tok, trajectories, int(opts["demonstrations"]), max_context)
+    short = short_context_episodes(tok, trajectories, episodes)
+    sft = SFTConfig(num_episodes=int(opts["demonstrations"]), lr=float(opts["learning_rate"]),
+                    batch_episodes=int(opts["batch_episodes"]), whole_steps=int(opts["steps"]),
+                    short_context_steps=int(opts["short_context_steps"]),
+                    short_context_batch_episodes=int(opts["short_context_batch_episodes"]))
+    settings_ = StepSettings(loss="sft", temperature=1.0, aggregation="token", row_tokens=max(len(ep.ids) for ep in episodes))
+    history = train_sft(model, episodes, sft, settings=settings_, backend=backend,
+                        generator=torch.Generator().manual_seed(int(opts["seed"])), tokenizer=tok, short_episodes=short)
+    model.config._attn_implementation = "sdpa"  # the libraries load it with transformers' own attention
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    whole = [h["loss"] for h in history if not h["short_context"]]
+    summary = {"from": str(model_dir), "env_ids": list(env_ids), "settings": opts,
+               "demonstrations_used": int(stats["sft/demos_used"]), "first_loss": history[0]["loss"],
+               "last_short_context_loss": next((h["loss"] for h in reversed(history) if h["short_context"]), None),
+               "first_whole_loss": whole[0] if whole else None, "last_loss": history[-1]["loss"],
+               "seconds": time.perf_counter() - start}
+    (out / "warm_start.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -468,14 +468,17 @@ def trainer_from_config(config: Mapping[str, Any]):
     (train tasks per env), ``env_kwargs``, ``servers`` (``{env_id: URL}`` of envs served elsewhere; the
     token from ``$SOPGYM_SERVE_TOKEN``), ``model`` (a folder or a hub id), ``build_tiny_model`` (a
     chat template name: build :mod:`~sopgym.integrations.tiny_model` into ``model`` first when it is
-    not there), ``grpo`` (``GRPOConfig`` keyword arguments).
+    not there), ``warm_start`` (``output_dir`` and :data:`~sopgym.integrations.tiny_model.WARM_START_KEYS`:
+    sopgym's SFT of ``model`` on the oracle's TRAIN-split episodes, saved in ``output_dir``, which GRPO
+    then trains; skipped when ``output_dir`` holds a warm start with the same settings), ``grpo``
+    (``GRPOConfig`` keyword arguments).
 
     Raises:
-        ValueError: an unknown key or path.
+        ValueError: an unknown key, path or warm-start setting.
     """
     from trl import GRPOConfig, GRPOTrainer
 
-    known = {"env_ids", "path", "num_tasks", "env_kwargs", "servers", "model", "build_tiny_model", "grpo"}
+    known = {"env_ids", "path", "num_tasks", "env_kwargs", "servers", "model", "build_tiny_model", "warm_start", "grpo"}
     if set(config) - known:
         raise ValueError(f"unknown recipe keys {sorted(set(config) - known)}; expected some of {sorted(known)}")
     env_ids = list(config["env_ids"])
@@ -486,6 +489,8 @@ def trainer_from_config(config: Mapping[str, Any]):
         from .tiny_model import build_tiny_model
 
         build_tiny_model(model, env_ids, chat_template=config["build_tiny_model"])
+    if config.get("warm_start"):
+        model = str(_warm_started(model, env_ids, env_kwargs, dict(config["warm_start"])))
     dataset = train_dataset(env_ids, "train", int(config.get("num_tasks", 64)), env_kwargs=env_kwargs, servers=servers)
     args = GRPOConfig(**dict(config.get("grpo") or {}))
     path = config.get("path", "environment_factory")
@@ -499,8 +504,24 @@ def trainer_from_config(config: Mapping[str, Any]):
     raise ValueError(f"path must be 'environment_factory' or 'rollout_func', got {path!r}")
 
 
+def _warm_started(model: str, env_ids: list[str], env_kwargs: dict[str, Any], section: dict[str, Any]) -> Path:
+    """The recipe's ``warm_start``: its ``output_dir`` once it holds ``model`` warm-started with these settings."""
+    from .tiny_model import WARM_START_KEYS, warm_start
+
+    if "output_dir" not in section:
+        raise ValueError("warm_start needs output_dir: the folder the warm-started model is saved in (and GRPO loads)")
+    out = Path(section.pop("output_dir"))
+    wanted = {"from": model, "env_ids": env_ids, "settings": {**WARM_START_KEYS, **section}}
+    done = out / "warm_start.json"
+    if not (done.exists() and {k: json.loads(done.read_text()).get(k) for k in wanted} == wanted):
+        warm_start(model, out, env_ids, env_kwargs=env_kwargs, **section)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Train with a launch recipe; prints one JSON line: steps, seconds per step, final loss, reward."""
+    """Train with a launch recipe; prints one JSON line: steps, seconds per step, parameter tensors changed,
+    final loss and reward, and per step the reward's mean and std and the share of groups whose rewards
+    were all equal (GRPO's advantages zero)."""
     import argparse
     import time
 
@@ -523,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(json.dumps({"steps": trainer.state.global_step, "seconds_per_step": seconds / max(1, trainer.state.global_step),
                       "parameters_changed": changed, "parameters": len(before),
                       "loss": logs[-1]["loss"] if logs else None,
-                      "reward": logs[-1].get("reward") if logs else None}))
+                      "reward": logs[-1].get("reward") if logs else None,
+                      "per_step": [{k: e.get(k) for k in ("reward", "reward_std", "frac_reward_zero_std", "loss")} for e in logs]}))
 
 
 def _same_tensor(a, b) -> bool:

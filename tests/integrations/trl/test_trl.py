@@ -483,16 +483,35 @@ def test_the_documented_example_runs_as_written(tmp_path):
     assert (tmp_path / "tiny-qwen2" / "config.json").exists()
 
 
-@pytest.mark.slow
-def test_the_cpu_launch_recipe_runs_its_steps(tmp_path):
-    """configs/integrations/trl-cpu.yaml through `python -m sopgym.integrations.trl`: TRL's loop runs its
-    steps end to end (generation, sopgym's step loop, the env's reward, the loss) and logs a loss each."""
+@pytest.fixture(scope="module")
+def cpu_recipe(tmp_path_factory):
+    """configs/integrations/trl-cpu.yaml run as written through `python -m sopgym.integrations.trl`, offline,
+    in a fresh folder (so the tiny model is built and warm-started first): its JSON summary."""
     config = REPO / "configs" / "integrations" / "trl-cpu.yaml"
-    out = subprocess.run([sys.executable, "-m", "sopgym.integrations.trl", "--config", str(config)], cwd=tmp_path,
-                         env=_offline_env(), capture_output=True, text=True, timeout=1800)
+    out = subprocess.run([sys.executable, "-m", "sopgym.integrations.trl", "--config", str(config)],
+                         cwd=tmp_path_factory.mktemp("trl-cpu"), env=_offline_env(), capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
-    summary = json.loads(out.stdout.strip().splitlines()[-1])
-    assert summary["steps"] == 2 and summary["loss"] is not None and summary["reward"] is not None, summary
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_cpu_launch_recipe_runs_its_steps(cpu_recipe):
+    """TRL's loop runs the recipe's steps end to end (generation, sopgym's step loop, the env's reward, the
+    loss) and logs a loss each."""
+    assert cpu_recipe["steps"] == 2 and cpu_recipe["loss"] is not None and cpu_recipe["reward"] is not None, cpu_recipe
+
+
+@pytest.mark.slow
+def test_the_cpu_launch_recipe_has_groups_whose_rewards_differ(cpu_recipe):
+    """After the recipe's warm start the tiny model's episodes of a task do not all score the same: some
+    GRPO group has rewards that differ (untrained, every episode scored -0.05 and every group's std was 0)."""
+    assert any(step["frac_reward_zero_std"] < 1 for step in cpu_recipe["per_step"]), cpu_recipe["per_step"]
+
+
+@pytest.mark.slow
+def test_the_cpu_launch_recipe_changes_the_weights(cpu_recipe):
+    """TRL's GRPO steps of the recipe change the model's parameter tensors (untrained: 0 of 14 changed)."""
+    assert cpu_recipe["parameters_changed"] > 0, cpu_recipe
 
 
 @pytest.mark.parametrize("template", ["sopgym", "unknown-tool-template"])

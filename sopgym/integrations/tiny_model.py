@@ -9,7 +9,7 @@ parameters per layer, both saved with ``save_pretrained`` so that ``from_pretrai
 loads them. Untrained it writes no tool call, so every episode of a GRPO group scores the same and
 the libraries' updates are zero: :func:`warm_start` first trains it with sopgym's own SFT
 (:func:`sopgym.trainers.sft.train_sft`) on the oracle's episodes of TRAIN-split tasks, after which
-its replies start as tool calls and some parse (the groups' rewards differ, so GRPO updates it).
+its replies are calls of the right tool, some well formed (the groups' rewards differ, so GRPO updates it).
 
 Chat templates: ``sopgym`` (ChatML with the tool block in the system turn, what sopgym's trainer
 uses) or ``trl-qwen2.5`` (TRL's own copy of Qwen2.5's template, which TRL recognises and parses
@@ -180,8 +180,8 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, env_ids: Sequence[str
                     batch_episodes=int(opts["batch_episodes"]), whole_steps=int(opts["steps"]),
                     short_context_steps=int(opts["short_context_steps"]),
                     short_context_batch_episodes=int(opts["short_context_batch_episodes"]))
-    settings_ = StepSettings(loss="sft", temperature=1.0, aggregation="token", row_tokens=max(len(ep.ids) for ep in episodes))
-    history = train_sft(model, episodes, sft, settings=settings_, backend=backend,
+    step = StepSettings(loss="sft", temperature=1.0, aggregation="token", row_tokens=max(len(ep.ids) for ep in episodes))
+    history = train_sft(model, episodes, sft, settings=step, backend=backend,
                         generator=torch.Generator().manual_seed(int(opts["seed"])), tokenizer=tok, short_episodes=short)
     model.config._attn_implementation = "sdpa"  # the libraries load it with transformers' own attention
     out = Path(out_dir)

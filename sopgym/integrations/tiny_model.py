@@ -147,7 +147,7 @@ def warm_start(model_dir: str | Path, out_dir: str | Path, env_ids: Sequence[str
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from sopgym.episodes.runner import EnvPool
+    from sopgym.episodes.pools import EnvPool
     from sopgym.trainers import attention
     from sopgym.trainers.config import SFTConfig
     from sopgym.trainers.optimise import StepSettings

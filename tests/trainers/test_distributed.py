@@ -200,3 +200,17 @@ def test_two_ranks_in_mixed_precision_keep_fp32_masters_and_move_every_parameter
     assert moments and all(v.dtype == torch.float32 for v in moments)
     (row,) = state["meta"]["history"]
     assert row["train/trained_episodes"] > 0 and row["mismatch/logp_abs_diff_max"] < 1e-2, row
+
+
+def test_two_ranks_with_dynamic_sampling_draw_and_move_the_cursor_as_one_process(config_file, tmp_path):
+    """Only rank 0 knows how many extra groups it drew: every rank ends with its cursor. Unshaped, the
+    from-scratch policy fails every task, so every step draws all of its extra groups."""
+    overrides = ["algo.dynamic_sampling=true", "algo.max_extra_draws=2", "env.env_kwargs.shaped=false"]
+    done = torchrun(config_file, tmp_path / "two", *overrides)
+    assert done.returncode == 0, done.stderr[-6000:]
+    two = sharded_state(tmp_path / "two")
+    one = train(load_config(config_file, [f"run_dir={tmp_path / 'one'}", *overrides]), make_oracle=fake_env.FakeOracle)
+    cursor = torch.load(tmp_path / "one" / "checkpoint.pt", weights_only=True)["cursor"]
+    extra = [h["sampling/extra_groups"] for h in one.history]
+    assert extra == [h["sampling/extra_groups"] for h in two["meta"]["history"]] == [2.0, 2.0, 2.0]
+    assert cursor == two["meta"]["cursor"] == 3 * (2 + 2)

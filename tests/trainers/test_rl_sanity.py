@@ -11,6 +11,12 @@ so the test fails when the RL stage stops optimising: with the advantages' sign 
 docs/trainer.md for the measured figures).
 """
 
+import json
+import os
+import time
+
+import pytest
+
 from sopgym.trainers.loop import train
 
 from . import bandit_env
@@ -38,4 +44,20 @@ def test_grpo_takes_a_context_blind_policy_to_high_held_out_success(tmp_path, to
     before = result.val_before["val/task_success_rate"]
     after = result.val_after["val/task_success_rate"]
     rollouts = [round(h["rollout/success_rate"], 3) for h in result.history]
+    assert before <= 0.6 and after >= 0.9 and sum(rollouts[-3:]) / 3 >= 0.9, (before, after, rollouts)
+
+
+@pytest.mark.gpu
+def test_grpo_takes_the_bandit_to_high_held_out_success_on_cuda(tmp_path, tok_dir):
+    """The same run on the GPU (scripts/gpu_check_trainer.sh), its figures written to
+    ``$SOPGYM_GPU_FIGURES`` when set (the script's ``$OUT/learning.json``)."""
+    started = time.perf_counter()
+    result = train_bandit(bandit_config(tok_dir, tmp_path / "run", "device=cuda"))
+    before = result.val_before["val/task_success_rate"]
+    after = result.val_after["val/task_success_rate"]
+    rollouts = [round(h["rollout/success_rate"], 3) for h in result.history]
+    if os.environ.get("SOPGYM_GPU_FIGURES"):
+        with open(os.environ["SOPGYM_GPU_FIGURES"], "w") as f:
+            json.dump({"held_out_before": before, "held_out_after": after, "rollout_success": rollouts,
+                       "steps": STEPS, "seconds": round(time.perf_counter() - started, 1)}, f, indent=1)
     assert before <= 0.6 and after >= 0.9 and sum(rollouts[-3:]) / 3 >= 0.9, (before, after, rollouts)

@@ -48,7 +48,7 @@ timeout 150 "$PY" benchmarks/train_throughput.py --only rollout --device cuda --
   --rollout-prompts 32 --rollout-tokens 64 > "$OUT/rollout_benchmark.txt" 2>&1
 echo "benchmark exit code $?" | tee -a "$OUT/rollout_benchmark.txt"
 tail -8 "$OUT/rollout_benchmark.txt"
-SOPGYM_GPU_FIGURES="$OUT/learning.json" timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA \
+SOPGYM_GPU_FIGURES="$OUT/learning.json" timeout 180 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA \
   tests/trainers/test_rl_sanity.py > "$OUT/learning.txt" 2>&1
 echo "learning run exit code $?" | tee -a "$OUT/learning.txt"
 cat "$OUT/learning.json" 2>/dev/null

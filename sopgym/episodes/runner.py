@@ -449,7 +449,7 @@ def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) ->
     turn, e.g. a model's tokens, latency and ``finish_reason``) as each step line's ``agent``, and
     the other keys as the episode line's ``extra`` (the evaluator ignores both).
     """
-    from sopgym.envs.wrappers import episode_line, reset_line, step_line
+    from sopgym.trajectory import episode_line, reset_line, step_line
 
     index = result.index if episode_index is None else episode_index
     spec = result.spec
@@ -481,27 +481,21 @@ class _TrajectoryWriter:
 
     def __init__(self, path: str | os.PathLike | None):
         self.path = path
-        self._file = None
+        self._writer = None
 
     def __enter__(self) -> Callable[[EpisodeResult], None]:
         if self.path is not None:
-            parent = os.path.dirname(os.fspath(self.path))
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed in __exit__
+            from sopgym.trajectory import TrajectoryWriter
+
+            self._writer = TrajectoryWriter(self.path)
         return self
 
     def __call__(self, result: EpisodeResult) -> None:
-        if self._file is None:
-            return
-        from sopgym.envs.wrappers import dumps_line
-
-        for line in trajectory_lines(result):
-            self._file.write(dumps_line(line) + "\n")
-        self._file.flush()
+        if self._writer is not None:
+            self._writer.write(trajectory_lines(result))
 
     def __exit__(self, *exc: Any) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 

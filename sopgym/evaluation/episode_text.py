@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sopgym.trajectory import check_format, loads_line, numbered_lines
+
 from .escaping import visible
 
 __all__ = ["read_trajectory", "format_episode", "action_text", "agent_text", "feedback", "verdict", "plain_json"]
@@ -66,46 +68,46 @@ def read_trajectory(path: str) -> tuple[dict[str, Any] | None, dict[int, dict[st
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line that is not a JSON object or whose fields have the wrong types, naming the line.
+        ValueError: a line that is not a JSON object or whose fields have the wrong types, or a run line
+            of another format than this version's, naming the line.
     """
     run = None
     episodes: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                obj = json.loads(line)
-            except RecursionError:
-                raise ValueError(f"{where}: the line is nested too deeply to read") from None
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{where}: expected a JSON object per line, got invalid JSON ({exc})") from None
-            except ValueError as exc:  # e.g. an integer beyond Python's int-string limit
-                raise ValueError(f"{where}: cannot read the line: {str(exc).split(';')[0]}") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{where}: expected a JSON object per line, got {type(obj).__name__}")
-            if obj.get("type") == "run" and "episode_index" not in obj:
-                run = obj
-                continue
-            index = obj.get("episode_index")
-            if index is None:
-                continue  # not a trajectory line (e.g. a bare record)
-            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-                raise ValueError(f"{where}: 'episode_index' must be a non-negative integer, got {plain_json(index)[:60]}")
-            kind = obj.get("type")
-            if not isinstance(kind, (str, type(None))):
-                raise ValueError(f"{where}: 'type' must be 'reset', 'step' or 'episode', got {type(kind).__name__}")
-            problem = _check_line(kind, obj) if kind else None
-            if problem:
-                raise ValueError(f"{where}: {problem}")
-            ep = episodes.setdefault(index, {"reset": None, "steps": [], "episode": None})
-            if kind == "reset":
-                ep["reset"] = obj
-            elif kind == "step":
-                ep["steps"].append(obj)
-            elif kind == "episode":
-                ep["episode"] = obj
+    for _number, where, line in numbered_lines(path, errors="replace"):
+        if not line.strip():
+            continue
+        try:
+            obj = loads_line(line)
+        except RecursionError:
+            raise ValueError(f"{where}: the line is nested too deeply to read") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: expected a JSON object per line, got invalid JSON ({exc})") from None
+        except ValueError as exc:  # e.g. an integer beyond Python's int-string limit
+            raise ValueError(f"{where}: cannot read the line: {str(exc).split(';')[0]}") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: expected a JSON object per line, got {type(obj).__name__}")
+        if obj.get("type") == "run" and "episode_index" not in obj:
+            check_format(obj, where)
+            run = obj
+            continue
+        index = obj.get("episode_index")
+        if index is None:
+            continue  # not a trajectory line (e.g. a bare record)
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"{where}: 'episode_index' must be a non-negative integer, got {plain_json(index)[:60]}")
+        kind = obj.get("type")
+        if not isinstance(kind, (str, type(None))):
+            raise ValueError(f"{where}: 'type' must be 'reset', 'step' or 'episode', got {type(kind).__name__}")
+        problem = _check_line(kind, obj) if kind else None
+        if problem:
+            raise ValueError(f"{where}: {problem}")
+        ep = episodes.setdefault(index, {"reset": None, "steps": [], "episode": None})
+        if kind == "reset":
+            ep["reset"] = obj
+        elif kind == "step":
+            ep["steps"].append(obj)
+        elif kind == "episode":
+            ep["episode"] = obj
     return run, episodes
 
 

@@ -1,11 +1,13 @@
-"""Reading episode records back from JSONL (trajectory files of the runner or of ``RecordTrajectory``)."""
+"""Reading episode records back from JSONL (trajectory files of the runner or of ``RecordTrajectory``;
+the format: :mod:`sopgym.trajectory`)."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any
+
+from sopgym.trajectory import check_format, loads_line, numbered_lines
 
 __all__ = ["iter_jsonl", "load_records"]
 
@@ -16,16 +18,15 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     Raises:
         ValueError: on a line that is not valid JSON, naming the file and line.
     """
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except (ValueError, RecursionError) as exc:  # invalid JSON, an integer past the digit limit, too deep
-                raise ValueError(f"{path}:{number}: expected a JSON object per line, got unreadable JSON "
-                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
-            yield number, value
+    for number, where, line in numbered_lines(path, errors="strict"):
+        if not line.strip():
+            continue
+        try:
+            value = loads_line(line)
+        except (ValueError, RecursionError) as exc:  # invalid JSON, an integer past the digit limit, too deep
+            raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON "
+                             f"({type(exc).__name__}: {str(exc)[:200]})") from None
+        yield number, value
 
 
 def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -35,14 +36,17 @@ def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:
     ``episode_index``) or a file of bare records (lines without ``type``).
 
     Raises:
-        ValueError: on a line that is not a JSON object, naming the file and line.
+        ValueError: on a line that is not a JSON object, or a run line of another format than this
+            version's, naming the file and line.
     """
     records = []
     for number, obj in iter_jsonl(jsonl_path):
         if not isinstance(obj, dict):
             raise ValueError(f"{jsonl_path}:{number}: expected a JSON object, got {type(obj).__name__}")
         kind = obj.pop("type", None)
-        if kind == "episode":
+        if kind == "run":
+            check_format(obj, f"{jsonl_path}:{number}")
+        elif kind == "episode":
             obj.pop("episode_index", None)
             records.append(obj)
         elif kind is None:

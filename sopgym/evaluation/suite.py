@@ -5,7 +5,7 @@ samples per task, seed: the same tasks as any other run with the same plan, see
 :func:`~sopgym.episodes.specs.task_specs`) and an **identity** (the plan plus the agent's configuration and the env
 kwargs): what must match for a trajectory file to be resumed.
 
-Trajectory file: a ``run`` line first (``{"type": "run", "format": 1, "identity": ...}``), then each
+Trajectory file (:mod:`sopgym.trajectory`): a ``run`` line first (``{"type": "run", "format": 1, "identity": ...}``), then each
 finished episode's lines in :func:`~sopgym.episodes.runner.trajectory_lines`' format, written when the episode ends,
 ``episode_index`` being the episode's position in the plan. Resuming (:func:`run_suite` with
 ``resume=True``) reads the finished episodes back, drops a half-written tail (a run killed while
@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 
 from sopgym.episodes.progress import ProgressBar
+from sopgym.trajectory import TrajectoryWriter, check_format, loads_line, numbered_lines
+from sopgym.trajectory import run_line as new_run_line  # run_suite names its read-back line run_line
 
 from .identity import identity_diff
 from .metrics import evaluate_records, score_record
@@ -45,7 +47,6 @@ __all__ = [
 ]
 
 RESULTS_FORMAT = "sopgym-results/2"
-TRAJECTORY_FORMAT = 1
 #: Rates averaged over envs for the suite (those in ``SUITE_INTERVALS`` get a 95% interval).
 SUITE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion_rate", "invalid_action_rate",
                  "mean_turns", "infrastructure_failure_rate", "truncation_rate")
@@ -194,10 +195,8 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
     agent_turns: dict[int, list] = {}
     offset = 0
     position = 0
-    with open(path, "rb") as f:
-        lines = f.readlines()
-    for number, raw in enumerate(lines, start=1):
-        where = f"{path}:{number}"
+    lines = list(numbered_lines(path))
+    for number, where, raw in lines:
         position += len(raw)
         obj = _read_line(raw, where, last=number == len(lines))
         if obj is None:
@@ -233,7 +232,7 @@ def _read_line(raw: bytes, where: str, last: bool) -> dict[str, Any] | None:
     if not raw.endswith(b"\n"):
         return None
     try:
-        obj = json.loads(raw)
+        obj = loads_line(raw)
     except RecursionError:
         raise ValueError(f"{where}: the line is nested too deep to read (a damaged file?)") from None
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
@@ -249,9 +248,7 @@ def _check_run_line(obj: dict[str, Any], where: str, number: int) -> None:
     """A run line must be the first, of this version's format, with the run's settings as its identity."""
     if number != 1:
         raise ValueError(f"{where}: a 'run' line must be the first line")
-    if obj.get("format") != TRAJECTORY_FORMAT:
-        raise ValueError(f"{where}: the run line's format is {json.dumps(obj.get('format'))[:60]}; this version "
-                         f"reads format {TRAJECTORY_FORMAT}")
+    check_format(obj, where)
     if not isinstance(obj.get("identity"), dict):
         raise ValueError(f"{where}: the run line's identity is {_kind(obj.get('identity'))}, expected an object "
                          "(the settings of the run)")
@@ -298,33 +295,19 @@ class _SuiteWriter:
     """Appends each finished episode's lines (with its plan index) to the trajectory file."""
 
     def __init__(self, path: str | os.PathLike, header: dict[str, Any] | None, truncate_at: int | None):
-        parent = os.path.dirname(os.fspath(path))
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        if truncate_at is None:
-            self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        else:
-            with open(path, "r+b") as f:
-                f.truncate(truncate_at)
-            self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._writer = TrajectoryWriter(path, truncate_at=truncate_at)
         if header is not None:
-            self._write([header])
-
-    def _write(self, lines: Iterable[dict[str, Any]]) -> None:
-        from sopgym.envs.wrappers import dumps_line
-
-        # one write of the episode's lines, flushed: a run killed now leaves at most a torn tail, which
-        # the reader drops (a resumed run then runs that episode again)
-        self._file.write("".join(dumps_line(line) + "\n" for line in lines))
-        self._file.flush()
+            self._writer.write([header])
 
     def episode(self, result: Any, index: int) -> None:
         from sopgym.episodes.runner import trajectory_lines
 
-        self._write(trajectory_lines(result, episode_index=index))
+        # one write of the episode's lines, flushed: a run killed now leaves at most a torn tail, which
+        # the reader drops (a resumed run then runs that episode again)
+        self._writer.write(trajectory_lines(result, episode_index=index))
 
     def close(self) -> None:
-        self._file.close()
+        self._writer.close()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -372,7 +355,7 @@ def run_suite(
     from sopgym.episodes.runner import run_episodes
 
     specs = plan.specs()
-    header = {"type": "run", "format": TRAJECTORY_FORMAT, "identity": json.loads(json.dumps(identity, default=str))}
+    header = new_run_line(json.loads(json.dumps(identity, default=str)))
     finished: dict[int, EpisodeOutcome] = {}
     truncate_at = None
     if resume:

@@ -58,6 +58,15 @@ def test_the_trajectory_format_sits_below_its_writers_and_readers():
     assert sorted(m for m in found if m.startswith("sopgym")) == ["sopgym.sandboxes.schema"]
 
 
+def test_the_episode_record_sits_below_its_producers_and_the_evaluator():
+    """``sopgym/record.py`` is imported by the envs, the remote env and the evaluator, so of sopgym it
+    imports the status classes alone."""
+    tree = ast.parse((REPO / "sopgym" / "record.py").read_text(encoding="utf-8"))
+    found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    found |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert sorted(m for m in found if m.startswith("sopgym")) == ["sopgym.status"]
+
+
 def test_the_episode_layer_takes_only_the_evaluators_score_from_the_evaluation_package():
     """A result's success is ``sopgym.evaluation.metrics.score_record`` (which imports nothing of the
     envs or the episode layer); the rest of the evaluation package (suites, preflight, reports) runs its

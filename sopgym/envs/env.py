@@ -19,6 +19,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
+from sopgym.record import EpisodeRecord, episode_record
 from sopgym.sandboxes import Outcome, ToolBox
 from sopgym.sandboxes.availability import BackendNeed, Fix, docker_problem
 from sopgym.sandboxes.base import Tier
@@ -30,7 +31,6 @@ from sopgym.status import (
     END_CAUSES,
     INFRASTRUCTURE,
     INVALID_ACTION,
-    INVALID_ACTION_VALUES,
     TRUNCATION_CAUSES,
     Status,
     worst,
@@ -462,32 +462,15 @@ class SOPEnv(gym.Env):
             return None
         return self._toolbox.snapshot()
 
-    def _episode_record(self, terminated, truncated, cause, reward, components, final_state) -> dict[str, Any]:
+    def _episode_record(self, terminated, truncated, cause, reward, components, final_state) -> EpisodeRecord:
         """What the independent evaluator reads (live, or from RecordTrajectory's JSONL)."""
         task = self._task
-        return {
-            "env_id": self.pack.env_id,
-            "domain": self.pack.name,
-            "task_id": task.task_id,
-            "split": task.split,
-            "difficulty": task.difficulty,
-            "answer": self._answer,
-            "expected": dict(task.answer),
-            "fields": [
-                {"name": f.name, "type": f.type, "enum": list(f.enum) if f.enum is not None else None, "nullable": f.nullable}
-                for f in self.pack.output_fields
-            ],
-            "final_state": final_state,
-            "expected_state": task.expected_state,
-            "turns": self._turn,
-            "statuses": list(self._turn_statuses),
-            "num_tool_calls": self._num_calls,
-            "num_tool_calls_ok": self._num_calls_ok,
-            "num_invalid_actions": sum(s in INVALID_ACTION_VALUES for s in self._turn_statuses),
-            "terminated": terminated,
-            "truncated": truncated,
-            "truncation_cause": cause,
-            "infrastructure_failure": self._infra_failure,
-            "reward": reward,
-            "reward_components": dict(components),
-        }
+        return episode_record(
+            env_id=self.pack.env_id, domain=self.pack.name, task_id=task.task_id, split=task.split,
+            difficulty=task.difficulty, answer=self._answer, expected=task.answer,
+            fields=[{"name": f.name, "type": f.type, "enum": list(f.enum) if f.enum is not None else None,
+                     "nullable": f.nullable} for f in self.pack.output_fields],
+            final_state=final_state, expected_state=task.expected_state, turns=self._turn, statuses=self._turn_statuses,
+            num_tool_calls=self._num_calls, num_tool_calls_ok=self._num_calls_ok, terminated=terminated,
+            truncated=truncated, truncation_cause=cause, infrastructure_failure=self._infra_failure, reward=reward,
+            reward_components=components)

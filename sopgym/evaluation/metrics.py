@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from sopgym.record import REQUIRED_KEYS
 from sopgym.scoring import INVALID, field_scores, normalize_value, validate_answer
 from sopgym.status import INFRASTRUCTURE_VALUES, INVALID_ACTION_VALUES
 
@@ -50,9 +51,6 @@ HEADLINE_METRICS = ("task_success_rate", "field_accuracy", "execution_completion
 
 #: What a table shows for a rate that was never measured (:func:`measured`), never ``0.000 [0.000, 0.000]``.
 NOT_MEASURED = "not measured"
-
-_REQUIRED = ("task_id", "answer", "expected", "fields", "turns", "terminated", "truncated")
-
 
 @dataclass(frozen=True)
 class EpisodeScore:
@@ -123,9 +121,10 @@ def score_record(record: Mapping[str, Any], where: str = "record") -> EpisodeSco
     """
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: expected an episode record (a dict), got {type(record).__name__}")
-    missing = [key for key in _REQUIRED if key not in record]
+    missing = [key for key in REQUIRED_KEYS if key not in record]
     if missing:
-        raise ValueError(f"{where}: episode record is missing keys {missing}; expected at least {list(_REQUIRED)}")
+        raise ValueError(f"{where}: episode record is missing keys {missing}; expected at least {list(REQUIRED_KEYS)} "
+                         f"(sopgym/record.py, EpisodeRecord), got keys {list(record)}")
     fields = list(record["fields"])
     if not fields or not all(isinstance(f, Mapping) and "name" in f for f in fields):
         raise ValueError(f"{where}: 'fields' must be a non-empty list of {{name, type, enum, nullable}} dicts, got {fields!r}")

@@ -39,7 +39,8 @@ from gymnasium.error import ResetNeeded
 from sopgym.envs.rendering import transcript
 from sopgym.envs.spaces import AssistantAction, UnicodeText
 from sopgym.envs.wrappers import to_jsonable
-from sopgym.status import END_CAUSES, INVALID_ACTION_VALUES, Status
+from sopgym.record import RecordField, episode_record
+from sopgym.status import END_CAUSES, Status
 
 from .protocol import (
     AT_CAPACITY,
@@ -326,15 +327,13 @@ class RemoteSOPEnv(gym.Env):
         turns = int(last.get("turn", 0)) + (1 if turn else 0)
         message = (f"the sopgym env server at {self.url} was lost mid-episode ({reason}): an infrastructure failure, "
                    f"not the policy's; the next reset opens a new session")
-        record = {
-            "env_id": first["env_id"], "domain": first["domain"], "task_id": first["task_id"], "split": first["split"],
-            "difficulty": first.get("difficulty"), "answer": None, "expected": {}, "fields": _fields(first["tools"]),
-            "final_state": None, "expected_state": None, "turns": turns, "statuses": statuses,
-            "num_tool_calls": self._num_calls, "num_tool_calls_ok": self._num_calls_ok,
-            "num_invalid_actions": sum(s in INVALID_ACTION_VALUES for s in statuses), "terminated": False, "truncated": True,
-            "truncation_cause": REMOTE_TRUNCATION_CAUSE, "infrastructure_failure": True, "reward": 0.0,
-            "reward_components": {}, "infrastructure_error": reason,
-        }
+        record = episode_record(
+            env_id=first["env_id"], domain=first["domain"], task_id=first["task_id"], split=first["split"],
+            difficulty=first.get("difficulty"), answer=None, expected={}, fields=_fields(first["tools"]),
+            final_state=None, expected_state=None, turns=turns, statuses=statuses, num_tool_calls=self._num_calls,
+            num_tool_calls_ok=self._num_calls_ok, terminated=False, truncated=True,
+            truncation_cause=REMOTE_TRUNCATION_CAUSE, infrastructure_failure=True, reward=0.0, reward_components={},
+            infrastructure_error=reason)
         info = {
             "task_id": first["task_id"], "status": status, "turn_status": status if turn else None,
             "status_message": message, "messages": list(last["messages"]), "calls": [], "turn": turns,
@@ -358,10 +357,10 @@ def _refusal(exc: Exception, token: str | None) -> str:
     return f"HTTP {response.status_code}: {detail}{hint}"
 
 
-def _fields(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _fields(tools: list[dict[str, Any]]) -> list[RecordField]:
     """The record's ``fields`` from the ``submit_answer`` schema (the inverse of ``OutputField.json_schema``)."""
     schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == _SUBMIT_TOOL)
-    fields = []
+    fields: list[RecordField] = []
     for name, prop in schema["properties"].items():
         types = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
         nullable = "null" in types

@@ -13,8 +13,8 @@ Lines are strict JSON with non-ASCII escaped (:func:`dumps_line`: lone surrogate
 a round trip); values JSON cannot hold are converted (:func:`to_jsonable`), so writing never raises on
 whatever a policy gave.
 
-Every writer (:class:`~sopgym.envs.wrappers.RecordTrajectory`, the episode runner's
-``trajectories_path``, ``sopgym eval``'s suite file) writes through :class:`TrajectoryWriter`, and every
+Every writer (:class:`~sopgym.envs.wrappers.RecordTrajectory`, ``sopgym eval``'s suite file, a caller
+of the episode runner writing :func:`~sopgym.episodes.runner.trajectory_lines`) writes through :class:`TrajectoryWriter`, and every
 reader (:func:`sopgym.evaluation.records.load_records`, ``sopgym show`` and the viewer's
 :func:`~sopgym.evaluation.episode_text.read_trajectory`, ``--resume`` and ``sopgym rescore``'s
 :func:`~sopgym.evaluation.suite.read_trajectory_run`) reads through :func:`numbered_lines` and

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from episode_helpers import policy_records
 
-from sopgym.episodes import run_policy
+from sopgym.episodes import EnvFactory, EnvPool, builtin_policy_agent, run_episodes, task_specs
 from sopgym.episodes.specs import episode_seed
 from sopgym.evaluation import evaluate_records, load_records, score_record
 from sopgym.status import INFRASTRUCTURE, INVALID_ACTION, Status
@@ -299,38 +300,42 @@ print(sorted(m for m in sys.modules if m.startswith("sopgym.envs")))
 
 # -- live runs ----------------------------------------------------------------------------------
 def test_oracle_live_records_score_full_success():
-    records = run_policy(WR, "oracle", 10, 1, 0, "test", {}, progress=False)
+    records = policy_records(WR, "oracle", 10, 1, 0, "test", {})
     out = evaluate_records(records, n_bootstrap=0)
     assert (out["task_success_rate"], out["execution_completion_rate"], out["tool_call_accuracy"]) == (1.0, 1.0, 1.0)
 
 
 def test_evaluator_success_equals_the_binary_env_reward_on_live_episodes():
-    records = run_policy(WR, "random", 20, 2, 1, "test", {"reward": "binary"}, progress=False)
-    records += run_policy(WR, "oracle", 5, 1, 1, "test", {"reward": "binary"}, progress=False)
+    records = policy_records(WR, "random", 20, 2, 1, "test", {"reward": "binary"})
+    records += policy_records(WR, "oracle", 5, 1, 1, "test", {"reward": "binary"})
     assert [score_record(r).success for r in records] == [r["reward"] == 1.0 for r in records]
 
 
-def test_run_policy_repeats_each_task_with_distinct_seeds():
-    records = run_policy(WR, "random", 6, 4, 0, "test", {}, progress=False)
+def test_policy_runs_repeat_each_task_with_distinct_seeds():
+    records = policy_records(WR, "random", 6, 4, 0, "test", {})
     assert [r["task_id"] for r in records] == [f"WarehouseReceiving/test/{i}" for i in range(6) for _ in range(4)]
     assert len({episode_seed(0, t, s) for t in range(6) for s in range(4)}) == 24
     per_task = [json.dumps([r["statuses"] for r in records[i:i + 4]]) for i in range(0, 24, 4)]
     assert any(len({json.dumps(r["statuses"]) for r in records[i:i + 4]}) > 1 for i in range(0, 24, 4)), per_task
 
 
-def test_run_policy_is_reproducible_under_a_seed():
-    first = run_policy(WR, "random", 5, 2, 11, "test", {}, progress=False)
-    assert run_policy(WR, "random", 5, 2, 11, "test", {}, progress=False) == first
+def test_policy_runs_are_reproducible_under_a_seed():
+    first = policy_records(WR, "random", 5, 2, 11, "test", {})
+    assert policy_records(WR, "random", 5, 2, 11, "test", {}) == first
 
 
-def test_run_policy_rejects_more_tasks_than_the_split_holds():
-    with pytest.raises(ValueError, match="has 200 tasks; got episodes=201"):
-        run_policy(WR, "oracle", 201, 1, 0, "test", {}, progress=False)
+def test_a_run_past_the_splits_tasks_is_refused():
+    pool = EnvPool(EnvFactory(split="test"))
+    try:
+        with pytest.raises(ValueError, match=r"task_index'\] must be an int in \[0, 200\) \(split 'test'\), got 200"):
+            run_episodes(task_specs(WR, "test", 1, first_task=200), builtin_policy_agent("oracle"), pool)
+    finally:
+        pool.close()
 
 
-def test_run_policy_rejects_an_unknown_policy():
+def test_an_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="policy must be one of"):
-        run_policy(WR, "genius", 1, 1, 0, "test", {}, progress=False)
+        builtin_policy_agent("genius")
 
 
 def test_load_records_reads_bare_record_files(tmp_path):

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from episode_helpers import policy_records
 
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.envs.registration import registered_env_ids
-from sopgym.episodes import run_policy
 from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.runner import builtin_policy_agent, run_episode, run_episodes, trajectory_lines
 from sopgym.episodes.specs import EndEpisode, EpisodeSpec, task_specs
 from sopgym.evaluation import evaluate_records, load_records
+from sopgym.trajectory import TrajectoryWriter
 
 WR = "sopgym/WarehouseReceiving-v0"
 
@@ -104,7 +105,11 @@ def test_concurrency_must_be_a_positive_integer(bad):
 
 def test_trajectory_file_of_the_runner_reads_back_as_the_same_records(tmp_path):
     path = tmp_path / "t.jsonl"
-    records = run_policy(WR, "random", 3, 2, 0, "test", {}, trajectories_path=path, progress=False)
+    writer = TrajectoryWriter(path)
+    try:
+        records = policy_records(WR, "random", 3, 2, 0, "test", {}, on_result=lambda r: writer.write(trajectory_lines(r)))
+    finally:
+        writer.close()
     assert load_records(path) == records
     assert evaluate_records(load_records(path), k=2, n_bootstrap=0) == evaluate_records(records, k=2, n_bootstrap=0)
 

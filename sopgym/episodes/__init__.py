@@ -36,13 +36,12 @@ from .runner import (
     make_env_pool,
     run_episode,
     run_episodes,
-    run_policy,
     trajectory_lines,
 )
 from .specs import EndEpisode, EpisodeSpec, episode_seed, task_specs
 
 __all__ = [
     "EpisodeSpec", "EndEpisode", "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "EnvPool",
-    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode", "run_policy",
+    "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent", "run_episodes", "run_episode",
     "task_specs", "episode_seed", "trajectory_lines", "EnvFactory",
 ]

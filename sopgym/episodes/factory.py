@@ -2,8 +2,7 @@
 
 Every run makes its envs through an :class:`EnvFactory` handed to its env pool: ``sopgym eval``
 (the run's env kwargs, the SOP-Bench-only ones for ``sopbench/*`` ids, and the split), the trainer
-(the config's env kwargs and its token counter as ``length_fn``), :func:`~sopgym.episodes.runner.run_policy`
-and the integrations' envs made in this process. It is a plain picklable object (no closure), so it
+(the config's env kwargs and its token counter as ``length_fn``) and the integrations' envs made in this process. It is a plain picklable object (no closure), so it
 travels to Ray env workers (:mod:`.ray_pool`) as it is, and registers sopgym's ids where it is called,
 in a worker too.
 """

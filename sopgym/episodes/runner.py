@@ -26,7 +26,6 @@ validation (``sopgym validate-domain``) and benchmark runs of real models all ru
 from __future__ import annotations
 
 import inspect
-import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,14 +34,13 @@ from typing import Any, Protocol
 
 from sopgym.evaluation.metrics import EpisodeScore, score_record
 
-from .factory import EnvFactory
 from .pools import EnvPool, StepOutput
 from .progress import ProgressBar
-from .specs import EndEpisode, EpisodeSpec, task_specs
+from .specs import EndEpisode, EpisodeSpec
 
 __all__ = [
     "Turn", "EpisodeResult", "BatchAgent", "PolicyAgent", "POOL_BACKENDS", "make_env_pool", "builtin_policy_agent",
-    "run_episodes", "run_episode", "run_policy", "trajectory_lines",
+    "run_episodes", "run_episode", "trajectory_lines",
 ]
 
 
@@ -369,73 +367,6 @@ def run_episode(env: Any, policy: Any, *, seed: int | None = None, options: Mapp
     return run_episodes([spec], PolicyAgent(lambda _: policy), EnvPool.of(env))[0]
 
 
-def run_policy(
-    env_id: str,
-    policy_name: str,
-    episodes: int,
-    samples_per_task: int = 1,
-    seed: int = 0,
-    split: str = "test",
-    env_kwargs: Mapping[str, Any] | None = None,
-    trajectories_path: str | os.PathLike | None = None,
-    progress: bool = True,
-    workers: int = 0,
-    address: str | None = None,
-    concurrency: int | None = None,
-) -> list[dict[str, Any]]:
-    """Run a built-in policy on tasks ``0 .. episodes-1`` of ``split``, each ``samples_per_task`` times.
-
-    Args:
-        env_id: a registered id, e.g. ``sopgym/WarehouseReceiving-v0``.
-        policy_name: ``oracle``, ``random``, ``majority``, ... (see :mod:`sopgym.envs.policies`).
-        episodes: number of tasks (task indices ``0 .. episodes-1``).
-        samples_per_task: episodes per task (the ``n`` of pass@k).
-        seed: the run's seed (each episode's is :func:`episode_seed`).
-        split: ``train``, ``val`` or ``test``.
-        env_kwargs: passed to ``gymnasium.make`` (e.g. ``{"reward": "binary", "sandbox": "docker"}``).
-        trajectories_path: when given, every step and episode is written there as JSONL, in the
-            format of :class:`~sopgym.envs.wrappers.RecordTrajectory`.
-        progress: draw a progress bar on stderr.
-        workers: 0: the envs run in this process; N: on N Ray env workers (``sopgym[ray]``), stepped
-            in parallel. The records are the same either way.
-        address: the Ray cluster of the workers (None: Ray on this machine); see :func:`make_env_pool`.
-        concurrency: episodes at once (None: 1 in-process, 16 per Ray worker). Records do not depend on it.
-
-    Returns:
-        The episode records, task-major (all samples of task 0, then task 1, ...).
-
-    Raises:
-        ValueError: on a bad count, an unknown policy, or more tasks than the split holds.
-    """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
-    specs = task_specs(env_id, split, episodes, samples_per_task, seed)
-    agent = builtin_policy_agent(policy_name)
-    make = EnvFactory(env_kwargs, split=split)
-    if workers:
-        pool = make_env_pool(make, "ray", num_workers=workers, address=address)
-    else:
-        pool = EnvPool(make)
-    try:
-        if isinstance(pool, EnvPool):
-            size = pool.env(env_id, 0).unwrapped.pack.num_tasks(split)
-        else:  # the pool's envs live in the workers: ask a local one
-            probe = make(env_id)
-            try:
-                size = probe.unwrapped.pack.num_tasks(split)
-            finally:
-                probe.close()
-        if size is not None and episodes > size:
-            raise ValueError(f"split {split!r} of {env_id} has {size} tasks; got episodes={episodes}")
-        if concurrency is None:
-            concurrency = 16 * workers if workers else 1
-        with _TrajectoryWriter(trajectories_path) as write:
-            results = run_episodes(specs, agent, pool, concurrency=concurrency, on_result=write, progress=progress)
-        return [r.record for r in results]
-    finally:
-        pool.close()
-
-
 # --------------------------------------------------------------------------------------------------
 # Trajectory files
 # --------------------------------------------------------------------------------------------------
@@ -474,28 +405,3 @@ def trajectory_lines(result: EpisodeResult, episode_index: int | None = None) ->
     if extra:
         line["extra"] = extra
     yield line
-
-
-class _TrajectoryWriter:
-    """``on_result`` callback writing each finished episode's lines to a JSONL file (or nothing)."""
-
-    def __init__(self, path: str | os.PathLike | None):
-        self.path = path
-        self._writer = None
-
-    def __enter__(self) -> Callable[[EpisodeResult], None]:
-        if self.path is not None:
-            from sopgym.trajectory import TrajectoryWriter
-
-            self._writer = TrajectoryWriter(self.path)
-        return self
-
-    def __call__(self, result: EpisodeResult) -> None:
-        if self._writer is not None:
-            self._writer.write(trajectory_lines(result))
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-

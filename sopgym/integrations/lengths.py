@@ -12,6 +12,7 @@ Command line::
 
     python -m sopgym.integrations.lengths --tokenizer PATH --library verl --env sopgym/WarehouseReceiving-v0 [--tasks 16]
         [--server sopgym/WarehouseReceiving-v0=http://envhost:8000]   # an env served elsewhere (token: $SOPGYM_SERVE_TOKEN)
+        [--check 4096]   # exit 2, naming the value to set, if a first prompt is longer (a launch script's pre-flight)
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tasks", type=int, default=16, help="train tasks measured per env")
     parser.add_argument("--server", action="append", default=[], metavar="ENV_ID=URL",
                         help="an env served by `sopgym serve` there (repeatable; token from $SOPGYM_SERVE_TOKEN)")
+    parser.add_argument("--check", type=int, metavar="N",
+                        help="the library's prompt cap: exit 2 with the value to set if a first prompt is longer")
     args = parser.parse_args(argv)
     if any("=" not in item for item in args.server):
         parser.error(f"--server takes ENV_ID=URL, got {args.server}")
@@ -99,9 +102,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     setting = {"verl": "actor_rollout_ref.rollout.prompt_length", "skyrl": "generator.max_input_length",
                "trl-rollout-func": "(the prompt is not capped by TRL)"}[args.library]
     print(f"{'env':<44} {'median':>7} {'longest':>8} {'set ' + setting}")
+    longest: dict[str, int] = {}
     for env_id in args.env:
         sizes = sorted(first_prompt_lengths(env_id, tokenizer, args.library, num_tasks=args.tasks, servers=servers))
         print(f"{env_id:<44} {sizes[len(sizes) // 2]:>7} {sizes[-1]:>8} {recommended_prompt_length(sizes[-1])}")
+        longest[env_id] = sizes[-1]
+    over = {e: n for e, n in longest.items() if args.check is not None and n > args.check}
+    if over:
+        worst = max(over.values())
+        parser.exit(2, f"error: {setting}={args.check} is shorter than the first prompt of {sorted(over)} (longest {worst} "
+                       f"tokens with this tokenizer, tool schemas included); expected at least that: set "
+                       f"{setting}={recommended_prompt_length(worst)}\n")
 
 
 if __name__ == "__main__":

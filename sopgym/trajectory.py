@@ -18,7 +18,7 @@ of the episode runner writing :func:`~sopgym.episodes.runner.trajectory_lines`) 
 reader (:func:`sopgym.evaluation.records.load_records`, ``sopgym show`` and the viewer's
 :func:`~sopgym.evaluation.episode_text.read_trajectory`, ``--resume`` and ``sopgym rescore``'s
 :func:`~sopgym.evaluation.suite.read_trajectory_run`) reads through :func:`numbered_lines` and
-:func:`loads_line` and refuses a run line of another format with :func:`check_format`; each keeps its
+:func:`loads_line` (so a line that is not UTF-8 JSON is worded one way, :class:`UnreadableLine`) and refuses a run line of another format with :func:`check_format`; each keeps its
 own checks of what the lines hold.
 
 The module sits at the top of the package, beside :mod:`sopgym.scoring` and for the same reason: its
@@ -38,7 +38,7 @@ from typing import Any
 from sopgym.sandboxes.schema import MAX_INT_DIGITS
 
 __all__ = ["TRAJECTORY_FORMAT", "to_jsonable", "dumps_line", "loads_line", "run_line", "reset_line", "step_line",
-           "episode_line", "check_format", "TrajectoryWriter", "numbered_lines"]
+           "episode_line", "check_format", "TrajectoryWriter", "numbered_lines", "UnreadableLine"]
 
 #: The version of the trajectory format, the ``format`` of a file's run line. A reader refuses a run
 #: line of any other (:func:`check_format`); a change to what the lines hold bumps it.
@@ -164,15 +164,45 @@ def episode_line(episode_index: int, record: dict[str, Any]) -> dict[str, Any]:
     return {"type": "episode", "episode_index": episode_index, **record}
 
 
-def loads_line(raw: str | bytes) -> Any:
-    """One line decoded (``json.loads``: bytes in any JSON encoding, text as is).
+class UnreadableLine(ValueError):
+    """A line of a JSONL file that is not UTF-8 JSON, worded the one way every reader words it:
+    ``PATH:LINE: expected a JSON object per line in UTF-8, got <what was found>``.
+
+    Attributes:
+        where: ``PATH:LINE``.
+        invalid_json: the text is UTF-8 but not JSON (a torn last line of a killed writer is one).
+    """
+
+    def __init__(self, where: str, found: str, *, invalid_json: bool = False) -> None:
+        super().__init__(f"{where}: expected a JSON object per line in UTF-8, got {found}")
+        self.where = where
+        self.invalid_json = invalid_json
+
+
+def loads_line(raw: bytes, where: str) -> Any:
+    """One line of a JSONL file decoded: strict UTF-8, then JSON. Every reader decodes its lines here.
+
+    Args:
+        raw: the line's bytes (its newline may be there).
+        where: ``PATH:LINE``, for the error.
 
     Raises:
-        ValueError: not JSON (``json.JSONDecodeError``), an integer past Python's digit limit, bytes
-            that are not text (``UnicodeDecodeError``).
-        RecursionError: nested too deep to read.
+        UnreadableLine: (a ``ValueError``) bytes that are not UTF-8, text that is not JSON, JSON nested
+            too deep to read or an integer past Python's digit limit, naming ``where``.
     """
-    return json.loads(raw)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableLine(where, f"bytes that are not UTF-8 ({raw[exc.start:exc.end]!r} at offset {exc.start} "
+                                    f"of the line: {exc.reason})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise UnreadableLine(where, "JSON nested too deep to read") from None
+    except json.JSONDecodeError as exc:
+        raise UnreadableLine(where, f"invalid JSON ({exc})", invalid_json=True) from None
+    except ValueError as exc:  # an integer past Python's int-string digit limit
+        raise UnreadableLine(where, f"unreadable JSON ({str(exc).split(';')[0][:200]})") from None
 
 
 def run_line(identity: Any) -> dict[str, Any]:
@@ -235,15 +265,13 @@ class TrajectoryWriter:
             self._file = None
 
 
-def numbered_lines(path: str | os.PathLike, *, errors: str | None = None) -> Iterator[tuple[int, str, Any]]:
-    """``(line number from 1, "PATH:NUMBER", the line with its newline)`` for each line of ``path``:
-    bytes when ``errors`` is None, else text decoded as UTF-8 with those ``errors`` (``"strict"``,
-    ``"replace"``).
+def numbered_lines(path: str | os.PathLike) -> Iterator[tuple[int, str, bytes]]:
+    """``(line number from 1, "PATH:NUMBER", the line's bytes with its newline)`` for each line of
+    ``path``; decode each with :func:`loads_line`.
 
     Raises:
         OSError: the file cannot be read.
-        UnicodeDecodeError: with ``errors="strict"``, a line that is not UTF-8.
     """
-    with open(path, "rb") if errors is None else open(path, encoding="utf-8", errors=errors) as f:
+    with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
             yield number, f"{path}:{number}", line

@@ -11,7 +11,7 @@ import pytest
 
 from sopgym import cli
 from sopgym.evaluation.episode_text import read_trajectory
-from sopgym.evaluation.records import load_records
+from sopgym.evaluation.records import iter_jsonl, load_records
 from sopgym.evaluation.suite import read_trajectory_run
 
 WR = "sopgym/WarehouseReceiving-v0"
@@ -57,3 +57,25 @@ def test_every_reader_refuses_a_file_of_another_format_naming_found_and_expected
                          ids=["load_records", "show", "resume"])
 def test_every_reader_reads_a_file_of_this_format(run_file, reader):
     assert reader(run_file)  # records, or (run line, episodes, ...)
+
+
+READERS = [load_records, lambda path: list(iter_jsonl(path)), read_trajectory, read_trajectory_run]
+READER_IDS = ["load_records", "iter_jsonl", "show", "resume"]
+#: A damaged second line, and what every reader says it found there.
+DAMAGES = {
+    "not UTF-8": (b'{"type": "reset", "episode_index": 0, "observation": "\xff\xfe"}\n',
+                  "bytes that are not UTF-8 (b'\\xff' at offset 54 of the line: invalid start byte)"),
+    "not JSON": (b"{not json\n", "invalid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+}
+
+
+@pytest.mark.parametrize("reader", READERS, ids=READER_IDS)
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_every_reader_words_an_unreadable_line_one_way_naming_the_file_and_line(run_file, tmp_path, reader, damage):
+    line, found = DAMAGES[damage]
+    lines = run_file.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "damaged.jsonl"
+    path.write_bytes(lines[0] + line + b"".join(lines[2:]))
+    with pytest.raises(ValueError) as caught:
+        reader(path)
+    assert str(caught.value) == f"{path}:2: expected a JSON object per line in UTF-8, got {found}"

@@ -68,22 +68,16 @@ def read_trajectory(path: str) -> tuple[dict[str, Any] | None, dict[int, dict[st
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line that is not a JSON object or whose fields have the wrong types, or a run line
-            of another format than this version's, naming the line.
+        ValueError: a line that is not UTF-8 JSON (:class:`sopgym.trajectory.UnreadableLine`), not a JSON
+            object or whose fields have the wrong types, or a run line of another format than this
+            version's, naming the line.
     """
     run = None
     episodes: dict[int, dict[str, Any]] = {}
-    for _number, where, line in numbered_lines(path, errors="replace"):
+    for _number, where, line in numbered_lines(path):
         if not line.strip():
             continue
-        try:
-            obj = loads_line(line)
-        except RecursionError:
-            raise ValueError(f"{where}: the line is nested too deeply to read") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: expected a JSON object per line, got invalid JSON ({exc})") from None
-        except ValueError as exc:  # e.g. an integer beyond Python's int-string limit
-            raise ValueError(f"{where}: cannot read the line: {str(exc).split(';')[0]}") from None
+        obj = loads_line(line, where)
         if not isinstance(obj, dict):
             raise ValueError(f"{where}: expected a JSON object per line, got {type(obj).__name__}")
         if obj.get("type") == "run" and "episode_index" not in obj:

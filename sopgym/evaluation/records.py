@@ -16,17 +16,12 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """(line number, decoded value) for each non-blank line of a JSONL file.
 
     Raises:
-        ValueError: on a line that is not valid JSON, naming the file and line.
+        ValueError: on a line that is not UTF-8 JSON, naming the file and line
+            (:class:`sopgym.trajectory.UnreadableLine`).
     """
-    for number, where, line in numbered_lines(path, errors="strict"):
-        if not line.strip():
-            continue
-        try:
-            value = loads_line(line)
-        except (ValueError, RecursionError) as exc:  # invalid JSON, an integer past the digit limit, too deep
-            raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON "
-                             f"({type(exc).__name__}: {str(exc)[:200]})") from None
-        yield number, value
+    for number, where, line in numbered_lines(path):
+        if line.strip():
+            yield number, loads_line(line, where)
 
 
 def load_records(jsonl_path: str | os.PathLike) -> list[dict[str, Any]]:

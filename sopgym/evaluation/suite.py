@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from sopgym.episodes.progress import ProgressBar
-from sopgym.trajectory import TrajectoryWriter, check_format, loads_line, numbered_lines
+from sopgym.trajectory import TrajectoryWriter, UnreadableLine, check_format, loads_line, numbered_lines
 from sopgym.trajectory import run_line as new_run_line  # run_suite names its read-back line run_line
 
 from .identity import identity_diff
@@ -184,8 +184,8 @@ def read_trajectory_run(path: str | os.PathLike) -> tuple[dict[str, Any] | None,
         the offset.
 
     Raises:
-        ValueError: a damaged file, naming the file and the line: a line that is not JSON before the
-            end (or nested too deep to read), not an object, a run line of another format or whose
+        ValueError: a damaged file, naming the file and the line: a line that is not UTF-8 JSON before
+            the end (:class:`sopgym.trajectory.UnreadableLine`), not an object, a run line of another format or whose
             identity is not an object, an episode line whose record the evaluator cannot score or
             whose fields have the wrong kinds.
     """
@@ -227,18 +227,16 @@ def _read_line(raw: bytes, where: str, last: bool) -> dict[str, Any] | None:
     when ``last``, not JSON).
 
     Raises:
-        ValueError: a line that is not JSON (or nested too deep to read), or not an object.
+        ValueError: a line that is not UTF-8 JSON (:class:`sopgym.trajectory.UnreadableLine`), or not an object.
     """
     if not raw.endswith(b"\n"):
         return None
     try:
-        obj = loads_line(raw)
-    except RecursionError:
-        raise ValueError(f"{where}: the line is nested too deep to read (a damaged file?)") from None
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError, or an integer past Python's digit limit
-        if last and isinstance(exc, json.JSONDecodeError):
+        obj = loads_line(raw, where)
+    except UnreadableLine as exc:
+        if last and exc.invalid_json:
             return None
-        raise ValueError(f"{where}: expected a JSON object per line, got unreadable JSON ({str(exc)[:200]})") from None
+        raise
     if not isinstance(obj, dict):
         raise ValueError(f"{where}: expected a JSON object, got {_kind(obj)}")
     return obj

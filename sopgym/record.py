@@ -55,7 +55,7 @@ class EpisodeRecord(_Scored, total=False):
     split: str
     difficulty: Any
     final_state: dict[str, Any] | None  # the stateful tools' state at the end; None without them
-    expected_state: dict[str, Any] | None
+    expected_state: Mapping[str, Any] | None
     statuses: list[str]  # one per turn (sopgym/status.py)
     num_tool_calls: int  # calls that reached a tool
     num_tool_calls_ok: int
@@ -75,7 +75,7 @@ RECORD_KEYS: frozenset[str] = EpisodeRecord.__required_keys__ | EpisodeRecord.__
 
 def episode_record(*, env_id: str, domain: str, task_id: str, split: str, difficulty: Any, answer: dict[str, Any] | None,
                    expected: Mapping[str, Any], fields: Iterable[RecordField], final_state: dict[str, Any] | None,
-                   expected_state: dict[str, Any] | None, turns: int, statuses: Iterable[str], num_tool_calls: int,
+                   expected_state: Mapping[str, Any] | None, turns: int, statuses: Iterable[str], num_tool_calls: int,
                    num_tool_calls_ok: int, terminated: bool, truncated: bool, truncation_cause: str | None,
                    infrastructure_failure: bool, reward: float, reward_components: Mapping[str, float],
                    infrastructure_error: str | None = None) -> EpisodeRecord:

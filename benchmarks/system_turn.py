@@ -46,9 +46,9 @@ def main(argv=None) -> None:
     if args.quick:
         args.episodes, args.prompts, args.new_tokens, args.repeats = 16, 8, 8, 1
 
+    from sopgym.policy.hf import HFPolicy
     from sopgym.trainers.modeling import LogProbModel, load_model
     from sopgym.trainers.optimise import StepSettings, accumulate_gradients
-    from sopgym.trainers.policy.hf import HFPolicy
     from sopgym.trainers.sft import as_shown, episode_from_messages
 
     run, tok, trajectories = oracle_data(args.domain, args.episodes, args.config)

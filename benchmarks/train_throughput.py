@@ -97,7 +97,7 @@ def main(argv=None):
     p.add_argument("--only", choices=("all", "train", "rollout"), default="all")
     p.add_argument("--device", default="cpu", help="cpu or cuda (the rollout part)")
     p.add_argument("--compare-with", default=None, metavar="CHECKOUT",
-                   help="also time the sampler (sopgym/trainers/policy/hf.py) of another checkout, alternating with this one")
+                   help="also time the sampler (sopgym/policy/hf.py) of another checkout, alternating with this one")
     args = p.parse_args(argv)
     if args.quick:
         args.per_domain, args.repeats, args.rollout_prompts, args.rollout_tokens = 2, 1, 4, 8
@@ -140,23 +140,30 @@ def train_part(args, tok, episodes, model, longest):
 
 
 def _sampler_class(checkout: str | None):
-    """``HFPolicy`` of this tree, or of another checkout's ``sopgym/trainers/policy/hf.py`` (``--compare-with``:
-    the sampler before a change, loaded side by side so both run in the same process and load)."""
+    """``HFPolicy`` of this tree, or of another checkout's sampler (``--compare-with``: the sampler before a
+    change, loaded side by side so both run in the same process and load). Its file is
+    ``sopgym/policy/hf.py``, or where it lived before: ``sopgym/trainers/policy/hf.py``, ``trainers/policy/hf.py``
+    (a folder holding only that file will do); its imports of the end-of-turn ids and ``Sample`` resolve
+    to this tree's ``sopgym/policy/``."""
     if checkout is None:
-        from sopgym.trainers.policy.hf import HFPolicy
+        from sopgym.policy.hf import HFPolicy
 
         return HFPolicy
     import importlib.util
     from pathlib import Path
 
-    path = Path(checkout) / "sopgym" / "trainers" / "policy" / "hf.py"
-    if not path.exists():  # a checkout from before the folders moved under sopgym/
-        path = Path(checkout) / "trainers" / "policy" / "hf.py"
-    spec = importlib.util.spec_from_file_location("sopgym.trainers.policy.sampler_before", path)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "sopgym.trainers.policy"  # its relative imports resolve to this tree's package
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+    layouts = (("sopgym", "policy", "hf.py"), ("sopgym", "trainers", "policy", "hf.py"), ("trainers", "policy", "hf.py"))
+    path = next((p for p in (Path(checkout).joinpath(*parts) for parts in layouts) if p.exists()), None)
+    if path is None:
+        raise SystemExit(f"--compare-with {checkout}: expected one of {[str(Path(*parts)) for parts in layouts]} in it")
+    source = path.read_text(encoding="utf-8")
+    # before the sampler moved below the trainer (sopgym/policy/), its end-of-turn ids came from the trainer's episodes
+    source = source.replace("from ..episodes import end_of_turn_ids", "from .end_of_turn import end_of_turn_ids")
+    name = "sopgym.policy.sampler_before"
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader=None, origin=str(path)))
+    module.__package__ = "sopgym.policy"  # its relative imports resolve to this tree's package
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, str(path), "exec"), module.__dict__)
     return module.HFPolicy
 
 

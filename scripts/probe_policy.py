@@ -65,10 +65,10 @@ def main() -> None:
     args = p.parse_args()
 
     from sopgym.episodes.factory import EnvFactory
+    from sopgym.policy.hf import HFPolicy
     from sopgym.trainers import checkpoint
     from sopgym.trainers.config import config_from_dict
     from sopgym.trainers.modeling import load_model, load_tokenizer
-    from sopgym.trainers.policy.hf import HFPolicy
     from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
     from sopgym.trainers.sft import as_shown, collect_trajectories, default_oracle
 

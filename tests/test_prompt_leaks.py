@@ -136,7 +136,7 @@ def test_the_openai_client_sends_only_messages_and_tools(env_id, tools_mode):
 PROMPT_BUILDERS = [
     "sopgym/envs/rendering.py", "sopgym/sop_tasks/pack.py", "sopgym/sopbench/prompts.py", "sopgym/trainers/episodes.py",
     "sopgym/agents/chat.py", "sopgym/agents/tool_prompt.py", "sopgym/agents/openai_chat.py", "sopgym/agents/hf_local.py",
-    "sopgym/trainers/policy/hf.py", "sopgym/trainers/rollout.py", "sopgym/trainers/sft.py",
+    "sopgym/policy/hf.py", "sopgym/trainers/rollout.py", "sopgym/trainers/sft.py",
 ]
 BOOKKEEPING_ONLY = {"difficulty", "meta", "expected", "expected_state", "answer"}
 

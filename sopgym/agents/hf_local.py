@@ -1,8 +1,8 @@
-"""A local Hugging Face causal LM as a chat model, sampled by the trainer's batched sampler.
+"""A local Hugging Face causal LM as a chat model, sampled by the batched sampler the trainer uses too.
 
 Each round of the runner renders every running episode's chat with the tokenizer's chat template
 (``add_generation_prompt=True``), as the trainer's episodes do, and samples all of them in one
-``HFPolicy.generate`` call (:mod:`sopgym.trainers.policy.hf`: KV-cached, left-padded or bucketed by
+``HFPolicy.generate`` call (:mod:`sopgym.policy.hf`: KV-cached, left-padded or bucketed by
 length, stops at the end-of-turn token). The reply is the decoded text without its end-of-turn token.
 
 Tools: when the chat template renders ``tools=`` (Qwen2.5, Llama 3.1, ...) they are passed to it
@@ -103,7 +103,7 @@ def _resolve_device(name: str):
 
 
 class HFChatModel:
-    """A :class:`~.chat.ChatModel` sampling a local model with the trainer's ``HFPolicy``.
+    """A :class:`~.chat.ChatModel` sampling a local model with ``HFPolicy`` (sopgym/policy/hf.py).
 
     Args:
         config: the settings.
@@ -117,7 +117,7 @@ class HFChatModel:
     def __init__(self, config: HFChatConfig, model: Any = None, tokenizer: Any = None):
         import torch
 
-        from sopgym.trainers.policy.hf import HFPolicy
+        from sopgym.policy.hf import HFPolicy
 
         self.config = config
         if config.threads is not None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from sopgym.cli.tables import table
+from sopgym.evaluation.tables import table
 
 __all__ = ["build_parser", "main", "env_summaries"]
 

@@ -9,7 +9,7 @@ import json
 import os
 from typing import Any
 
-from sopgym.cli.tables import table as _table
+from .tables import table as _table
 
 __all__ = ["format_results", "format_suite", "check_output_paths", "trajectories_beside"]
 

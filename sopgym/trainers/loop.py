@@ -42,6 +42,8 @@ import numpy as np
 import torch
 
 from sopgym.episodes.factory import EnvFactory
+from sopgym.policy.engine import RolloutEngine
+from sopgym.policy.hf import HFPolicy
 
 from . import attention, checkpoint
 from .alarms import Alarms
@@ -60,8 +62,6 @@ from .optimise import (
     sft_settings,
     step_settings,
 )
-from .policy.engine import RolloutEngine
-from .policy.hf import HFPolicy
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sampling import TaskSuccess, group_metrics, informative_groups, missing_groups
@@ -550,7 +550,7 @@ def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: boo
         return make_sampler(lm if shared else copy.deepcopy(lm), tokenizer)
     engine = cfg.rollout.engine
     if engine.backend == "ray":  # serialised at once: the actor's copy
-        from .policy.ray_engine import RayRolloutEngine
+        from .ray_engine import RayRolloutEngine
 
         own = copy.deepcopy(lm).to(precision.compute) if precision.mixed else lm
         return RayRolloutEngine(own, tokenizer, num_gpus=engine.num_gpus, num_cpus=engine.num_cpus, address=engine.address)

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import attention
-from .config import ModelConfig
 from .packing import PackedBatch
+
+if TYPE_CHECKING:  # for annotations only: config.py imports this module (runtime_problems), not the reverse
+    from .config import ModelConfig
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 

@@ -10,7 +10,7 @@ import gymnasium as gym
 import sopgym  # noqa: F401  (registers the envs)
 from sopgym.envs.policies import make_policy
 from sopgym.episodes.runner import run_episode
-from sopgym.trainers.policy.hf import Sample
+from sopgym.policy.hf import Sample
 from sopgym.trainers.tokenizer import build_bpe_tokenizer
 
 ENV = "sopgym/WarehouseReceiving-v0"

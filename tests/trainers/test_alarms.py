@@ -114,7 +114,7 @@ class OracleSampler:
 
         import torch
 
-        from sopgym.trainers.policy.hf import Sample
+        from sopgym.policy.hf import Sample
 
         caps = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else max_new_tokens
         out = []

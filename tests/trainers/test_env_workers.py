@@ -13,8 +13,8 @@ import yaml
 
 from sopgym.episodes.runner import POOL_BACKENDS
 from sopgym.episodes.specs import EpisodeSpec
+from sopgym.policy.hf import Sample
 from sopgym.trainers.config import WORKER_BACKENDS, EnvWorkersConfig, load_config
-from sopgym.trainers.policy.hf import Sample
 from sopgym.trainers.rollout import collect
 from sopgym.trainers.rollout_metrics import assign_advantages, rollout_metrics
 from sopgym.trainers.tokenizer import build_bpe_tokenizer

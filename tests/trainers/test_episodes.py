@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from sopgym.policy.hf import HFPolicy
 from sopgym.trainers.episodes import Episode, EpisodeBuilder, TemplatePrefixError, template_ids
-from sopgym.trainers.policy.hf import HFPolicy
 from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
 from sopgym.trainers.sft import episode_from_messages
 

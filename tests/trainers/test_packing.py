@@ -179,7 +179,7 @@ def test_varlen_packing_computes_no_padding():
 
 def test_sdpa_varlen_model_generates_like_sdpa():
     """Without cu_seqlens (generation) the varlen attention is SDPA, padding masks included."""
-    from sopgym.trainers.policy.hf import HFPolicy
+    from sopgym.policy.hf import HFPolicy
 
     tok = tiny_tokenizer()
     prompts = [tok("key: k1 lookup", add_special_tokens=False)["input_ids"], [5, 6, 7, 8, 9, 10, 11]]

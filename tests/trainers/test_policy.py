@@ -2,7 +2,7 @@
 
 import torch
 
-from sopgym.trainers.policy.hf import HFPolicy, top_p_filter
+from sopgym.policy.hf import HFPolicy, top_p_filter
 
 from .helpers import tiny_model, tiny_tokenizer
 

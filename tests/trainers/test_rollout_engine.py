@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import torch
 
+from sopgym.policy.engine import RolloutEngine
+from sopgym.policy.hf import HFPolicy
 from sopgym.trainers.loop import train
-from sopgym.trainers.policy.engine import RolloutEngine
-from sopgym.trainers.policy.hf import HFPolicy
 
 from . import fake_env
 from .helpers import fake_env_config, tiny_model, tiny_tokenizer
 
 
 def test_the_engine_actor_samples_what_this_process_samples_after_every_weight_update(ray_session):
-    from sopgym.trainers.policy.ray_engine import RayRolloutEngine
+    from sopgym.trainers.ray_engine import RayRolloutEngine
 
     tok = tiny_tokenizer()
     model = tiny_model(tok, attn="sdpa")

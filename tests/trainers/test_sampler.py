@@ -12,9 +12,9 @@ half precision: their cells run where CUDA is present, with a half-precision tol
 import pytest
 import torch
 
+from sopgym.policy.end_of_turn import end_of_turn_ids
+from sopgym.policy.hf import SHARED_PREFIX_MIN, HFPolicy, common_prefix_length
 from sopgym.trainers import attention
-from sopgym.trainers.episodes import end_of_turn_ids
-from sopgym.trainers.policy.hf import SHARED_PREFIX_MIN, HFPolicy, common_prefix_length
 
 from .helpers import tiny_model, tiny_tokenizer
 

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ..episodes import end_of_turn_ids
+from .end_of_turn import end_of_turn_ids
 from .engine import Sample
 
 __all__ = ["HFPolicy", "Sample", "top_p_filter", "common_prefix_length"]
@@ -80,9 +80,10 @@ def _draw(probs_BV: torch.Tensor, generator: torch.Generator | None) -> torch.Te
 
 
 class HFPolicy:
-    """Generate one turn for many episodes at once: the trainer's sampler.
+    """Generate one turn for many episodes at once: the trainer's sampler, and the local model agent's
+    (sopgym/agents/hf_local.py).
 
-    The first implementation of the rollout-engine interface (policy/engine.py): token ids in,
+    The first implementation of the rollout-engine interface (sopgym/policy/engine.py): token ids in,
     sampled ids and their log-probs out (``generate``), the sampling parameters per call, and
     ``load_weights`` to take the learner's new weights; ``stop_ids`` are the ids that end a turn.
 

@@ -1,6 +1,6 @@
 """The rollout-engine interface: what the RL loop asks of whatever generates its rollouts.
 
-The loop, its rollouts (``rollout.TokenAgent``) and its held-out evaluations call only this:
+The trainer's loop (sopgym/trainers/loop.py), its rollouts (``rollout.TokenAgent``) and its held-out evaluations call only this:
 
 * ``generate(prompts, max_new_tokens, temperature=, top_p=, generator=)``: token ids in (each
   episode so far, rendered by the trainer's chat template), one turn per prompt out: the sampled ids
@@ -17,10 +17,10 @@ That keeps a run reproducible from its checkpointed generator, whichever engine 
 
 Implementations:
 
-* ``policy.hf.HFPolicy``: in this process, on a Hugging Face model: the learner's own model in a
+* ``sopgym.policy.hf.HFPolicy``: in this process, on a Hugging Face model: the learner's own model in a
   one-process run (``load_weights`` of its own tensors is a no-op), a full copy of the weights on
   rank 0 of a data-parallel learner.
-* ``policy.ray_engine.RayRolloutEngine``: in a Ray actor that holds its own copy of the weights and
+* ``sopgym.trainers.ray_engine.RayRolloutEngine``: in a Ray actor that holds its own copy of the weights and
   receives the state dict after every step.
 
 docs/trainer.md ("Rollout engines") says how another engine (vLLM, SGLang) plugs in, and what the

@@ -1,4 +1,4 @@
-"""Rollouts in a Ray actor: the second implementation of the rollout-engine interface (policy/engine.py).
+"""Rollouts in a Ray actor: the second implementation of the rollout-engine interface (sopgym/policy/engine.py).
 
 ``RayRolloutEngine`` starts one Ray actor holding its own copy of the policy, a Hugging Face causal
 LM shipped once at start, and samples there with ``HFPolicy``, in its own process: on the learner's
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .engine import Sample
+from sopgym.policy.engine import Sample
 
 
 class EngineActor:
@@ -45,8 +45,9 @@ class EngineActor:
     def __init__(self, model_bytes: bytes, tokenizer, num_threads: int, policy_kwargs: dict[str, Any]):
         import ray
 
-        from .. import attention  # noqa: F401  (registers sopgym's attention functions with transformers here)
-        from .hf import HFPolicy
+        from sopgym.policy.hf import HFPolicy
+
+        from . import attention  # noqa: F401  (registers sopgym's attention functions with transformers here)
 
         torch.set_num_threads(num_threads)
         device = torch.device("cuda") if ray.get_gpu_ids() and torch.cuda.is_available() else torch.device("cpu")

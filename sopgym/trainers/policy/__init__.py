@@ -1,1 +1,0 @@
-"""Policies that produce one assistant turn for a batch of episodes."""

@@ -418,6 +418,18 @@ class AlgoConfig(_Combinations):
     task_success_ema: Number = Field(0.5, gt=0.0, le=1.0)
     """Weight of a task's newest group in its running success estimate (``sampling.TaskSuccess``, logged
     as ``tasks/*``): 1 keeps only the last group, smaller values average over more of its groups."""
+    curriculum: StrictBool = False
+    """Draw part of each step's groups again from tasks already trained on whose success estimate is
+    strictly between 0 and 1, weighted by the chance that a group on them is informative, and the rest
+    (``curriculum_explore``) fresh from the task cursor (sampling.Curriculum: the exact rule). Extra
+    draws of dynamic sampling follow the same rule. False: every group is a fresh task, as before."""
+    curriculum_explore: Number = Field(0.25, ge=0.0, le=1.0)
+    """Share of the curriculum's groups drawn fresh (exploration): new tasks are how it finds informative
+    ones, and how the estimates of the rest stay honest. 1: all fresh (the draws without a curriculum);
+    0: fresh only when too few candidates are left."""
+    curriculum_pool: StrictInt = Field(256, ge=1, le=100_000_000)
+    """How many of the most recently trained tasks the curriculum chooses among (older estimates are of
+    an older policy)."""
     ppo_epochs: StrictInt = Field(1, ge=1, le=1000)
     num_minibatches: StrictInt = Field(1, ge=1, le=1_000_000)
     """Optimiser steps per RL step = ppo_epochs * num_minibatches. More reuse of samples, more off-policy."""

@@ -64,7 +64,7 @@ from .optimise import (
 )
 from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, make_env_pool
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
-from .sampling import TaskSuccess, group_metrics, informative_groups, missing_groups
+from .sampling import Curriculum, TaskSuccess, group_metrics, informative_groups, missing_groups
 from .sft import (
     as_shown,
     collect_trajectories,
@@ -204,6 +204,8 @@ class Run:
     """Training tasks consumed so far (the seed of the next group is derived from it)."""
     task_success: TaskSuccess | None = None
     """The running success estimate of every training task seen (rank 0 logs it; ``tasks/*``)."""
+    curriculum: Curriculum | None = None
+    """Which tasks the draws repeat (``algo.curriculum``; None when off); rank 0's is the one used."""
     val_curve: list[tuple[int, float, float]] = field(default_factory=list)
     """``(step, held-out task success, held-out reward)`` of every evaluation."""
     val_before_records: list[dict[str, Any]] = field(default_factory=list)
@@ -514,6 +516,8 @@ def build_optimiser(run: Run, start: Start) -> None:
     hp = AdamWSettings.from_config(cfg.optim)
     run.optimizer, run.scheduler = build_optimizer(run.model, hp, WarmUp(cfg.optim.warmup_steps))
     run.task_success = TaskSuccess(cfg.algo.task_success_ema)
+    if cfg.algo.curriculum:
+        run.curriculum = Curriculum(cfg.algo.curriculum_explore, cfg.algo.curriculum_pool, cfg.rollout.group_size, cfg.seed)
     if ckpt is None:
         return
     if ckpt.get("sharded"):
@@ -532,6 +536,8 @@ def build_optimiser(run: Run, start: Start) -> None:
     run.val_curve = ckpt.get("val_curve", [])
     run.val_before_records = ckpt.get("val_before_records", [])
     run.task_success.load_state_dict(ckpt.get("task_success", {}))
+    if run.curriculum is not None and ckpt.get("curriculum") is not None:
+        run.curriculum.load_state_dict(ckpt["curriculum"])
 
 
 def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: bool = True) -> RolloutEngine:
@@ -604,6 +610,8 @@ def rl_step(run: Run) -> dict[str, float]:
     episodes: list = []
     extra = 0
     if dp.is_main:
+        if run.curriculum is not None:
+            run.curriculum.begin_step(run.task_success.estimates)
         episodes = draw_groups(run, cfg.rollout.batch_size, first_group_id=0)
         while cfg.algo.dynamic_sampling and (more := missing_groups(
             len(informative_groups(episodes)), cfg.rollout.batch_size, extra, cfg.algo.max_extra_draws
@@ -612,7 +620,7 @@ def rl_step(run: Run) -> dict[str, float]:
             extra += more
     else:
         run.cursor += cfg.rollout.batch_size
-    if cfg.algo.dynamic_sampling:  # only rank 0 knows how many groups it drew
+    if cfg.algo.dynamic_sampling or cfg.algo.curriculum:  # only rank 0 knows how many fresh groups it drew
         run.cursor = dp.broadcast(run.cursor)
     rollout_s = time.perf_counter() - t0
 
@@ -662,6 +670,9 @@ def rl_step(run: Run) -> dict[str, float]:
         metrics["sampling/extra_groups"] = float(extra)
         run.task_success.update(episodes)
         metrics.update(run.task_success.metrics())
+        if run.curriculum is not None:
+            run.curriculum.record(episodes)
+            metrics.update(run.curriculum.metrics())
     run.history.append(metrics)
     run.step = step + 1
 
@@ -677,15 +688,21 @@ def rl_step(run: Run) -> dict[str, float]:
 
 
 def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
-    """``num_groups`` training tasks from the cursor on (which moves past them), ``group_size`` episodes
-    each, numbered from ``first_group_id``; one batched generate per turn (rank 0)."""
+    """``num_groups`` training tasks, ``group_size`` episodes each, numbered from ``first_group_id``; one
+    batched generate per turn (rank 0). With ``algo.curriculum`` some are tasks drawn before, posed again
+    by their seed on the training split (``sampling.Curriculum``), the others, like every task without
+    it, fresh from the cursor on (which moves past them)."""
     cfg = run.cfg
+    again = run.curriculum.choose(num_groups, run.task_success.estimates) if run.curriculum is not None else []
+    fresh = num_groups - len(again)
     specs = group_spec_list(
-        cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, num_groups, cfg.rollout.group_size
+        cfg.env.env_ids, cfg.env.train_split, cfg.seed * 1_000_003 + run.cursor, fresh, cfg.rollout.group_size
     )
+    specs += [EpisodeSpec(env_id, seed, {"split": cfg.env.train_split}, group_id=fresh + i, sample=j)
+              for i, (env_id, seed) in enumerate(again) for j in range(cfg.rollout.group_size)]
     if first_group_id:
         specs = [dataclasses.replace(spec, group_id=spec.group_id + first_group_id) for spec in specs]
-    run.cursor += num_groups
+    run.cursor += fresh
     return collect(
         run.pool, specs, run.policy, run.tokenizer,
         max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
@@ -787,6 +804,7 @@ def save_checkpoint(run: Run) -> None:
             "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
             "val_curve": run.val_curve, "val_before_records": run.val_before_records,
             "task_success": run.task_success.state_dict(),
+            "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
         }
         path = checkpoint.save_sharded(run.run_dir, run.dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
                                        generator=run.generator, meta=meta)
@@ -799,6 +817,7 @@ def save_checkpoint(run: Run) -> None:
                 "val_curve": run.val_curve,
                 "val_before_records": run.val_before_records,
                 "task_success": run.task_success.state_dict(),
+                "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
                 "ref_model": run.ref_model.lm.state_dict() if run.ref_model is not None else None,
             },
         )

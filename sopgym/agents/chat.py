@@ -277,8 +277,8 @@ def usage_totals(turns: Sequence[dict[str, Any]], prices: Prices | None = None) 
 
 def _token_totals(turns: Sequence[dict[str, Any]]) -> tuple[int | None, int | None]:
     """Summed prompt and completion tokens (each None when a turn lacks its count)."""
-    prompt = [t.get("prompt_tokens") for t in turns]
-    completion = [t.get("completion_tokens") for t in turns]
+    prompt: list[Any] = [t.get("prompt_tokens") for t in turns]
+    completion: list[Any] = [t.get("completion_tokens") for t in turns]
     return (None if any(x is None for x in prompt) else int(sum(prompt)),
             None if any(x is None for x in completion) else int(sum(completion)))
 
@@ -355,7 +355,7 @@ class ChatAgent:
                              "latency_s": answer.latency_s}
                 actions.append(EndEpisode(answer.cause, answer.message))
                 continue
-            turn = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
+            turn: dict[str, Any] = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
                     "latency_s": answer.latency_s, "finish_reason": answer.finish_reason, "attempts": answer.attempts,
                     "truncated": answer.truncated}
             if answer.usage_warnings:

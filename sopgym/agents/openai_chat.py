@@ -125,7 +125,7 @@ class OpenAIChatConfig:
 
     def __post_init__(self) -> None:
         parsed = urllib.parse.urlparse(self.base_url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, got {self.base_url!r}")
         if not self.model:
             raise ValueError("model must name the served model, got an empty string")
@@ -155,6 +155,7 @@ class OpenAIChatConfig:
         """The settings as stored in the results: the URL without credentials or query."""
         out = asdict(self)
         parsed = urllib.parse.urlparse(self.base_url)
+        assert parsed.hostname is not None  # __post_init__ checked it
         out["base_url"] = urllib.parse.urlunparse(parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else ""),
                                                                   query="", fragment=""))
         out["stop"] = list(self.stop)

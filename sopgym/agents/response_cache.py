@@ -232,7 +232,7 @@ class CachedChatModel:
                     self.cache.put(keys[i], self._name, answer)
                 else:
                     self.cache._count("not_stored")
-        return answers  # type: ignore[return-value]  (every slot is filled)
+        return [a for a in answers if a is not None]  # every slot is filled: from the cache or fresh
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "response_cache": self.cache.describe()}

@@ -36,6 +36,7 @@ import re
 import sys
 import warnings
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,9 +116,9 @@ def load_pack_from_path(path: str | Path) -> DomainPack:
     return pack
 
 
-def label_entropy(answers: list[dict[str, Any]]) -> float:
+def label_entropy(answers: Sequence[Mapping[str, Any]]) -> float:
     """Shannon entropy (bits) of the whole-answer distribution."""
-    counts = Counter(json.dumps(a, sort_keys=True) for a in answers)
+    counts = Counter(json.dumps(dict(a), sort_keys=True) for a in answers)
     total = sum(counts.values())
     return -sum(c / total * math.log2(c / total) for c in counts.values())
 
@@ -225,7 +226,7 @@ def validate_pack(pack: DomainPack, *, train_tasks: int = 200, max_baseline: flo
     report.add("oracle", bool(oracle) and worst == 1.0, ", ".join(f"{s} {r['success']:.1%} of {counts[s]}" for s, r in oracle.items()))
     mean_calls = sum(r["mean_calls"] * counts[s] for s, r in oracle.items()) / max(1, sum(counts[s] for s in oracle))
     report.add("tool_calls", 4 <= mean_calls <= 15, f"oracle mean tool calls {mean_calls:.2f} (expected 4-15)")
-    used = sum((r["used"] for r in oracle.values()), Counter())
+    used: Counter[str] = sum((r["used"] for r in oracle.values()), Counter())
     unused = [t.name for t in pack.tools if not t.distractor and not used[t.name]]
     report.add("coverage", not unused, f"non-distractor tools never used by the oracle: {unused}" if unused else "every non-distractor tool is used")
 

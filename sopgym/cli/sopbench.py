@@ -39,7 +39,7 @@ def _register(args: argparse.Namespace) -> int:
     from sopgym.sopbench import register
 
     report = register(args.path, recordings_dir=args.recordings_dir, allow_training=args.allow_training)
-    rows = {name: {"env_id": f"sopbench/{name}-v0", "tasks": d.num_tasks, "training_allowed": d.training_allowed,
+    rows: dict[str, dict[str, Any]] = {name: {"env_id": f"sopbench/{name}-v0", "tasks": d.num_tasks, "training_allowed": d.training_allowed,
                    "training_note": d.training_note, "inputs_rule": d.inputs_rule, "has_tools": d.has_tools,
                    "notes": list(d.problems)}
             for name, d in report.domains.items()}

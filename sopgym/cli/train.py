@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 __all__ = ["build_parser", "main", "needs"]
 
@@ -61,19 +62,20 @@ def main(argv: list[str] | None = None) -> int:
 
         print(yaml.safe_dump(config_to_dict(cfg), sort_keys=False))
         return 0
-    from sopgym.trainers.loop import train
+    from sopgym.trainers.loop import TrainResult, train
 
+    run: Callable[..., TrainResult | None] = train
     if "TORCHELASTIC_ERROR_FILE" in os.environ:
         # Under torchrun: a rank's exception goes to the error file torchrun reads, so its summary
         # of the failed run shows that rank's traceback.
         from torch.distributed.elastic.multiprocessing.errors import record
 
-        train = record(train)
+        run = record(train)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     try:
-        result = train(cfg, resume=not args.no_resume, allow_config_change=args.allow_config_change)
+        result = run(cfg, resume=not args.no_resume, allow_config_change=args.allow_config_change)
     except ConfigError as exc:  # found once the checkpoint or tokenizer is read, before any training
         return _config_errors(exc.problems if rank0 else [])
-    if rank0:
+    if rank0 and result is not None:  # None: record() returns None for a SystemExit(0)
         print(f"run dir: {result.run_dir}  mlflow run: {result.run_id}")
     return 0

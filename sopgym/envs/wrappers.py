@@ -20,7 +20,7 @@ The format's version, encoding, writer and reader: :mod:`sopgym.trajectory`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -74,13 +74,13 @@ class RecordTrajectory(gym.Wrapper):
         self._write(reset_line(self.episode_index, info.get("task_id"), seed, options, observation))
         return observation, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
         messages = info.get("messages", [])
         added = messages[self._num_messages:]
         self._num_messages = len(messages)
         self._write(step_line(self.episode_index, info.get("turn"), observation, action, info.get("calls", []),
-                              [m for m in added if m.get("role") == "tool"], reward, info.get("status"),
+                              [m for m in added if m.get("role") == "tool"], float(reward), info.get("status"),
                               terminated, truncated))
         if "episode" in info:
             self._write(episode_line(self.episode_index, info["episode"]))

@@ -93,7 +93,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None, **kwarg
         return True
     # A local instance on loopback only: Ray's switch for "no cluster" makes every process of the
     # instance (inheriting the variable) bind and connect to 127.0.0.1 instead of the host's address.
-    constants = sys.modules.get("ray._private.ray_constants")
+    constants: Any = sys.modules.get("ray._private.ray_constants")  # a module or None; its names are ray's
     saved = os.environ.get(_LOOPBACK_ONLY), getattr(constants, "ENABLE_RAY_CLUSTER", None)
     os.environ[_LOOPBACK_ONLY] = "0"
     if constants is not None:
@@ -142,7 +142,7 @@ class EnvWorker:
             return info
         sent = None if new_episode else self._sent.get(slot)
         kept = len(sent) if sent is not None and len(messages) >= len(sent) and messages[: len(sent)] == sent else 0
-        self._sent[slot] = (sent[:kept] if kept else []) + copy.deepcopy(messages[kept:])
+        self._sent[slot] = (sent[:kept] if sent is not None and kept else []) + copy.deepcopy(messages[kept:])
         return {**info, "messages": MessagesDelta(kept, messages[kept:])}
 
     def describe(self) -> dict[str, Any]:

@@ -98,8 +98,8 @@ def mean_over_tasks(counts: Sequence[tuple[int, int]], k: int, estimator=pass_at
 
 
 def bootstrap_ci(
-    numerators: Sequence[float],
-    denominators: Sequence[float] | None = None,
+    numerators: Sequence[float] | np.ndarray,
+    denominators: Sequence[float] | np.ndarray | None = None,
     *,
     n_bootstrap: int = 1000,
     seed: int = 0,

@@ -319,7 +319,8 @@ def compare_runs(names: Sequence[str], runs: Sequence[dict[str, Any]]) -> Compar
 
 def _ranks(names: Sequence[str], scores: dict[str, float | None]) -> list[tuple[str, str]]:
     """``(rank, name)`` best first (ties share a rank; unranked runs last, in their order, rank ``-``)."""
-    ranked = sorted((n for n in names if scores[n] is not None), key=lambda n: -scores[n])
+    scored = [(n, s) for n in names if (s := scores[n]) is not None]
+    ranked = [n for n, _ in sorted(scored, key=lambda pair: -pair[1])]
     out, previous, rank = [], None, 0
     for position, name in enumerate(ranked, start=1):
         if scores[name] != previous:

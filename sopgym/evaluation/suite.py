@@ -38,7 +38,7 @@ from sopgym.trajectory import TrajectoryWriter, UnreadableLine, check_format, lo
 from sopgym.trajectory import run_line as new_run_line  # run_suite names its read-back line run_line
 
 from .identity import identity_diff
-from .metrics import evaluate_records, score_record
+from .metrics import EpisodeScore, evaluate_records, score_record
 from .passk import pass_at_k
 
 __all__ = [
@@ -353,29 +353,23 @@ def run_suite(
     from sopgym.episodes.runner import run_episodes
 
     specs = plan.specs()
-    header = new_run_line(json.loads(json.dumps(identity, default=str)))
+    run_header = new_run_line(json.loads(json.dumps(identity, default=str)))
+    header: dict[str, Any] | None = run_header  # written at the top of a new file
     finished: dict[int, EpisodeOutcome] = {}
-    truncate_at = None
+    truncate_at: int | None = None
     if resume:
         if trajectories is None:
             raise ValueError("resume needs the trajectory file of the run to continue (--trajectories PATH)")
-        if os.path.exists(trajectories):
-            run_line, finished, resets, truncate_at = read_trajectory_run(trajectories)
-            if run_line is None:
-                raise ValueError(f"{trajectories}: no 'run' line at the top: not a trajectory file written by "
-                                 "`sopgym eval`, so it cannot be resumed")
-            diff = identity_diff(run_line.get("identity") or {}, header["identity"])
-            if diff:
-                raise ValueError(f"{trajectories} is a run with other settings; resume it with the same ones. "
-                                 f"Differences: {'; '.join(diff)}")
-            for index, outcome in finished.items():
-                _check_matches_plan(trajectories, index, outcome, resets.get(index), specs)
+        read = _read_back(trajectories, run_header, specs)
+        if read is not None:
+            finished, truncate_at = read
             header = None  # the file keeps its run line
     pending = [i for i in range(len(specs)) if i not in finished]
     if resume and on_resume is not None:
         on_resume(len(finished), len(pending))
-    for index in sorted(finished) if on_outcome is not None else ():
-        on_outcome(finished[index])
+    if on_outcome is not None:
+        for index in sorted(finished):
+            on_outcome(finished[index])
     writer = _SuiteWriter(trajectories, header, truncate_at) if trajectories is not None else None
     outcomes: dict[int, EpisodeOutcome] = dict(finished)
     pool = pool if pool is not None else EnvPool(make_env)
@@ -400,6 +394,25 @@ def run_suite(
         if writer is not None:
             writer.close()
     return [outcomes[i] for i in range(len(specs))]
+
+
+def _read_back(trajectories: str | os.PathLike, run_header: Mapping[str, Any],
+               specs: Sequence[Any]) -> tuple[dict[int, EpisodeOutcome], int] | None:
+    """A resumed run's finished episodes and where its file is cut (its torn tail), read back from
+    ``trajectories`` and checked against this run's identity and plan; None when there is no file yet."""
+    if not os.path.exists(trajectories):
+        return None
+    run_line, finished, resets, truncate_at = read_trajectory_run(trajectories)
+    if run_line is None:
+        raise ValueError(f"{trajectories}: no 'run' line at the top: not a trajectory file written by "
+                         "`sopgym eval`, so it cannot be resumed")
+    diff = identity_diff(run_line.get("identity") or {}, run_header["identity"])
+    if diff:
+        raise ValueError(f"{trajectories} is a run with other settings; resume it with the same ones. "
+                         f"Differences: {'; '.join(diff)}")
+    for index, outcome in finished.items():
+        _check_matches_plan(trajectories, index, outcome, resets.get(index), specs)
+    return finished, truncate_at
 
 
 def _check_matches_plan(path: Any, index: int, outcome: EpisodeOutcome, reset: dict | None, specs: Sequence[Any]) -> None:
@@ -437,7 +450,7 @@ def software_info() -> dict[str, Any]:
             info["git_dirty"] = bool(status.stdout.strip()) if status.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         pass
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in ("gymnasium", "numpy", "openai", "torch", "transformers", "pandas"):
         try:
             packages[name] = metadata.version(name)
@@ -469,7 +482,7 @@ def usage_summary(outcomes: Sequence[EpisodeOutcome]) -> dict[str, Any] | None:
                  if isinstance(t.get("latency_s"), (int, float)) and not t.get("cached")]
     num_turns = len(turns)
     prompt, completion = total("prompt_tokens"), total("completion_tokens")
-    failed = [o.extra.get("failed_request") for o in outcomes if o.extra.get("failed_request")]
+    failed = [f for o in outcomes if (f := o.extra.get("failed_request"))]
     out = {
         "episodes": len(models),
         "turns": num_turns,
@@ -501,6 +514,12 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     for item in items:
         counts[item] = counts.get(item, 0) + 1
     return counts
+
+
+def _via_scores(lookup: Mapping[int, EpisodeScore],
+                value: Callable[[EpisodeScore], float]) -> Callable[[Mapping[str, Any]], float]:
+    """``value`` of a record's score, the score looked up by the record's ``id``."""
+    return lambda r: value(lookup[id(r)])
 
 
 def _by_task(records: Sequence[Mapping[str, Any]], value: Callable[[Mapping[str, Any]], float]) -> tuple[np.ndarray, np.ndarray]:
@@ -554,7 +573,8 @@ def _suite_pass_at_k(by_env: Mapping[str, Sequence[EpisodeOutcome]], n_bootstrap
             counts.setdefault(str(o.record["task_id"]), []).append(int(score_record(o.record).success))
         per_env.append(list(counts.values()))
     max_k = min(len(v) for tasks in per_env for v in tasks)
-    curve, intervals = {}, ({} if n_bootstrap else None)
+    curve: dict[str, float] = {}
+    intervals: dict[str, list[float]] | None = {} if n_bootstrap else None
     for kk in range(1, max_k + 1):
         values = [np.array([pass_at_k(len(v), sum(v), kk) for v in tasks]) for tasks in per_env]
         curve[str(kk)] = float(np.mean([v.mean() for v in values]))
@@ -634,7 +654,7 @@ def suite_results(
         suite["sopbench_compat_task_success_rate"] = float(np.mean(compat))
     if n_bootstrap:
         scores = {env_id: [score_record(o.record) for o in group] for env_id, group in by_env.items()}
-        value_of = {
+        value_of: dict[str, Callable[[EpisodeScore], float]] = {
             "task_success_rate": lambda s: s.success,
             "field_accuracy": lambda s: s.field_fraction,
             "execution_completion_rate": lambda s: s.completed,
@@ -643,7 +663,7 @@ def suite_results(
             per_env = []
             for env_id, group in by_env.items():
                 lookup = {id(o.record): s for o, s in zip(group, scores[env_id])}
-                per_env.append(_by_task([o.record for o in group], lambda r, lookup=lookup, f=value_of[name]: f(lookup[id(r)])))
+                per_env.append(_by_task([o.record for o in group], _via_scores(lookup, value_of[name])))
             suite["ci95"][name] = list(stratified_mean_ci(per_env, n_bootstrap=n_bootstrap, seed=seed + 100 + offset))
     suite["pass_at_k_curve"], curve_ci = _suite_pass_at_k(by_env, n_bootstrap, seed)
     if curve_ci is not None:

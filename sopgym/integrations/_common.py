@@ -172,6 +172,7 @@ def task_rows(
             if size is not None and first_task + num_tasks > size:
                 raise ValueError(f"split {split!r} of {one} has {size} tasks; asked for tasks {first_task}..{first_task + num_tasks - 1}")
             for spec in task_specs(one, split, num_tasks, 1, seed, first_task):
+                assert spec.options is not None and spec.seed is not None  # task_specs names and seeds each task
                 _, info = env.reset(seed=spec.seed, options=dict(spec.options))
                 if not info.get("training_allowed", False) and not allow_restricted:
                     raise ValueError(

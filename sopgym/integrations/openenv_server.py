@@ -90,6 +90,7 @@ from openenv.core.env_server.types import Action, ConcurrencyConfig, Environment
 from pydantic import PrivateAttr
 
 import sopgym
+from sopgym.envs.spaces import UnicodeText
 from sopgym.envs.wrappers import dumps_line, to_jsonable
 from sopgym.sop_tasks.pack import SPLITS, DomainPack
 
@@ -125,7 +126,7 @@ _SPLIT_TYPES = {"train": "train", "val": "validation", "test": "test"}
 #: way): a reply at the default action bound (1M characters) is at most 12 MB as ASCII JSON.
 MAX_REQUEST_BYTES = 16 * 2**20
 #: Seconds a stopping server (SIGTERM, Ctrl-C) gives requests in flight before it cancels them.
-SHUTDOWN_GRACE_S = 3.0
+SHUTDOWN_GRACE_S = 3  # an int: uvicorn's timeout_graceful_shutdown
 
 
 class RequestError(ValueError):
@@ -262,7 +263,10 @@ class ServedEnv:
             clash = sorted({t["function"]["name"] for t in tools} & RESERVED_TOOL_NAMES)
             if clash:
                 raise ValueError(f"{env_id}: tool names {clash} are reserved by OpenEnv ({sorted(RESERVED_TOOL_NAMES)})")
-            return cls(env_id, kwargs, tools, pack, env.observation_space.max_length)
+            space = env.observation_space
+            if not isinstance(space, UnicodeText):
+                raise ValueError(f"{env_id}: expected a UnicodeText observation space, got {type(space).__name__}")
+            return cls(env_id, kwargs, tools, pack, space.max_length)
         finally:
             env.close()
 

@@ -190,7 +190,7 @@ def _hint(schema: Mapping[str, Any]) -> Any:
     types = [t for t in types if t != "null"]
     if schema.get("enum") is not None:
         values = tuple(v for v in schema["enum"] if v is not None)
-        hint: Any = Literal[values] if values else type(None)
+        hint: Any = Literal[values] if values else type(None)  # type: ignore[misc]  # a Literal built at run time
     elif len(types) == 1 and types[0] == "array" and isinstance(schema.get("items"), Mapping):
         hint = list[_hint(schema["items"])]
     elif types:
@@ -265,7 +265,7 @@ def _tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
         default = inspect.Parameter.empty if pname in required else None
         parameters.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[pname]))
     call.__name__ = call.__qualname__ = name
-    call.__signature__ = inspect.Signature(parameters)
+    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # read by inspect.signature
     call.__annotations__ = annotations
 
     description = " ".join((fn.get("description") or name).split())
@@ -362,7 +362,7 @@ def trl_generation(trainer: Any) -> Callable[..., Any]:
     """
     fn = getattr(trainer, TRL_GENERATE, None)
     params = tuple(inspect.signature(fn).parameters)[: len(TRL_GENERATE_PARAMS)] if callable(fn) else None
-    if params != TRL_GENERATE_PARAMS:
+    if not callable(fn) or params != TRL_GENERATE_PARAMS:
         import trl
 
         raise RuntimeError(
@@ -416,7 +416,7 @@ class SopgymRollout:
             self._rows[key] = episode
         self._pool = EnvPool(lambda env_id: make_env(env_id, self.env_kwargs, self.servers))
 
-    def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, list]:
+    def __call__(self, prompts: list[list[dict[str, Any]]], trainer: Any) -> dict[str, list | None]:
         specs = []
         for i, prompt in enumerate(prompts):
             row = self._rows.get(_prompt_key(prompt))
@@ -432,7 +432,7 @@ class SopgymRollout:
             return [TokenTurn(list(x), list(logps[k]) if logps is not None else None) for k, x in enumerate(ids)]
 
         episodes = run_token_episodes(specs, self._pool, generate, trainer.processing_class, trainer.max_completion_length)
-        out: dict[str, list | None] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
+        out: dict[str, list] = {k: [] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask",
                                                        "sopgym_reward", "sopgym_success", "sopgym_record")}
         for ep in episodes:
             p = ep.prompt_len
@@ -445,8 +445,8 @@ class SopgymRollout:
             out["sopgym_success"].append(success_of(ep.result.record))  # None: a server withheld the ground truth
             out["sopgym_record"].append(ep.result.record)
         if not all(ep.has_logprobs for ep in episodes):
-            out["logprobs"] = None  # the backend gave none (transformers' generate): TRL computes its own
-        return out
+            return {**out, "logprobs": None}  # the backend gave none (transformers' generate): TRL computes its own
+        return dict(out)
 
     def close(self) -> None:
         self._pool.close()

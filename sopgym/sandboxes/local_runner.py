@@ -44,6 +44,7 @@ del _r, _name, _value
 def _server_module():
     """The sandbox server's helpers (stdlib only), loaded by path: no docker SDK needed."""
     spec = importlib.util.spec_from_file_location("_sopgym_sandbox_server", _SERVER)
+    assert spec is not None and spec.loader is not None, f"{_SERVER} does not load as a module"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -78,14 +79,14 @@ class LocalCodeRunner(CodeRunner):
 
     def _run(self, argv_tail: list[str], stdin: bytes, timeout_s: float, deadline: float | None,
              code: bytes | None = None) -> ExecResult:
-        timeout_s = run_time(timeout_s, deadline)
-        if timeout_s is None:
+        budget_s = run_time(timeout_s, deadline)
+        if budget_s is None:
             return ExecResult.not_started()
         work = tempfile.mkdtemp(prefix="sopgym-run-")
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": work, "LANG": "C.UTF-8"}
         try:
             result = self._server.run_child(
-                [sys.executable, "-I", *argv_tail], stdin, timeout_s, self.output_cap_bytes, self._server.kill_session,
+                [sys.executable, "-I", *argv_tail], stdin, budget_s, self.output_cap_bytes, self._server.kill_session,
                 env, work, code=code,
             )
         finally:

@@ -59,7 +59,8 @@ class ToolBox:
         self.stateful = stateful
         self.verifiable = verifiable
         self._code_runner: CodeRunner | None = code_runner if isinstance(code_runner, CodeRunner) else None
-        self._make_code_runner: Callable[[], CodeRunner] | None = None if self._code_runner else code_runner
+        self._make_code_runner: Callable[[], CodeRunner] | None = (
+            None if isinstance(code_runner, CodeRunner) else code_runner)
         self._episode: SandboxEpisode | None = None
 
     def start_episode(self, episode: SandboxEpisode) -> None:
@@ -97,16 +98,19 @@ class ToolBox:
             if spec.tier is Tier.REPLAY:
                 return self._replay(spec, args)
             if spec.tier is Tier.STATEFUL:
+                assert self.stateful is not None  # __init__ refuses stateful tools without a backend
                 return self.stateful.call(name, args)
-            if self.verifiable is None or (self._code_runner is None and self._make_code_runner is None):
+            runner = self._code_runner
+            if runner is None and self._make_code_runner is not None and self.verifiable is not None:
+                runner = self._code_runner = self._make_code_runner()
+            if self.verifiable is None or runner is None:
                 return ToolResult(Outcome.SANDBOX_ERROR, error=f"no runner configured for verifiable tool {name!r}")
-            if self._code_runner is None:
-                self._code_runner = self._make_code_runner()
-            return self.verifiable(self._code_runner, name, args, self._episode, deadline)
+            return self.verifiable(runner, name, args, self._episode, deadline)
         except SandboxError as exc:
             return ToolResult(Outcome.SANDBOX_ERROR, error=f"sandbox failure: {exc}")
 
     def _replay(self, spec: ToolSpec, args: Mapping[str, Any]) -> ToolResult:
+        assert self._episode is not None  # call() checked it
         records = self._episode.replay.get(spec.name, {})
         key = canonical_args(args)
         if key not in records:

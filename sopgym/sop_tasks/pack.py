@@ -128,7 +128,7 @@ class ToolCall:
 
 #: A reference solver is a generator: it yields ToolCalls, receives each call's result (the decoded
 #: JSON content on success, or a ``ToolError`` instance on failure), and returns the answer dict.
-Solver = Callable[[Mapping[str, Any]], Generator[ToolCall, Any, dict]]
+Solver = Callable[[dict[str, Any]], Generator[ToolCall, Any, dict]]
 
 
 class ToolError(Exception):

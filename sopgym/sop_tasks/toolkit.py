@@ -75,8 +75,8 @@ def lookup(name: str, description: str, params: Mapping[str, Any], *, not_found:
     Returns:
         The replay-tier :class:`ToolSpec`.
     """
-    message = {} if not_found is None else {"not_found": not_found}
-    return ToolSpec(name, description, object_schema(params), distractor=distractor, **message)
+    message = ToolSpec.not_found if not_found is None else not_found  # the dataclass field's default
+    return ToolSpec(name, description, object_schema(params), distractor=distractor, not_found=message)
 
 
 def stateful(name: str, description: str, params: Mapping[str, Any], *, writes: bool = False,

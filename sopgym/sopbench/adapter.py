@@ -129,7 +129,7 @@ def build_pack(domain: SopBenchDomain) -> tuple[DomainPack, list[str]]:
         """Ground-truth replay: every tool once with the row's implied arguments, then the labels.
         The row is the first whose inputs equal ``inputs``."""
         index = _find_row(domain, inputs)
-        row, earlier = domain.row(index), []
+        row, earlier = domain.row(index), list[Any]()
         for entry in domain.toolspecs:
             spec = spec_of(entry)
             result = yield ToolCall(spec["name"], implied_args(spec, row, earlier))

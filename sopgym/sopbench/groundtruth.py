@@ -14,7 +14,7 @@ the SOP says, and then submits the labels.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .loader import SopBenchDomain, spec_of
@@ -34,6 +34,7 @@ def decode(text: str) -> Any:
 
 def find_key(value: Any, key: str) -> Any:
     """The first value under ``key`` in a nested result (depth-first), or ``_MISSING``."""
+    children: Iterable[Any]
     if isinstance(value, Mapping):
         if key in value:
             return value[key]

@@ -371,9 +371,10 @@ def _output_columns(folder: Path, task_file: str, metadata: Mapping[str, Any], c
     Raises:
         ValueError: no output columns, or ones the task file does not have.
     """
-    outputs = list(metadata.get("output_columns") or [])
+    outputs: list[str] = list(metadata.get("output_columns") or [])
     if not outputs:  # upstream's legacy rule
-        outputs = [c for c in ("expected_output", "final_decision") if c in columns][:1]
+        legacy: tuple[str, ...] = ("expected_output", "final_decision")
+        outputs = [c for c in legacy if c in columns][:1]
         if not outputs:
             raise ValueError(f"{folder.name}: no output_columns in metadata.json and no expected_output/final_decision column")
         problems.append(f"no output_columns in metadata.json: ground truth taken from column {outputs[0]!r}")

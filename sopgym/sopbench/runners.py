@@ -45,12 +45,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sopgym.sandboxes.base import SandboxError, SandboxTimeout
 
 from . import tool_server
 from .loader import SopBenchDomain
+
+if TYPE_CHECKING:  # the docker SDK is an optional dependency (extra `docker`)
+    from sopgym.sandboxes.docker.pool import SandboxContainer
 
 __all__ = [
     "ToolRunner", "DockerToolRunner", "SubprocessToolRunner", "InProcessToolRunner", "make_runner", "RUNNERS",
@@ -76,7 +79,7 @@ def check_pandas_version(version: str | None, where: str) -> str:
         SandboxError: no pandas, or a version outside ``pandas>=2.0.0``.
     """
     match = re.match(r"(\d+)\.", version or "")
-    if match is None or int(match.group(1)) < 2:
+    if version is None or match is None or int(match.group(1)) < 2:
         raise SandboxError(
             f"{where} has pandas {version!r}; SOP-Bench's tools need pandas{UPSTREAM_PANDAS} (before 2.0 a CSV cell "
             "'None' is the string 'None', not a missing value)"
@@ -282,7 +285,7 @@ class SubprocessToolRunner(_WorkerRunner):
         super().__init__(domain, timeout_s=timeout_s)
         self.python = python or sys.executable
         self._proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._stderr: IO[bytes] | None = None
         self._workdir: str | None = None
 
     @property
@@ -389,7 +392,7 @@ class DockerToolRunner(_WorkerRunner):
         if self.pool.role != "runner":
             raise ValueError(f"the tools worker runs third-party code: expected a pool of role 'runner', got {self.pool.role!r}")
         self.grace_s = grace_s
-        self._box = None
+        self._box: SandboxContainer | None = None
         self._code = _SERVER.read_text(encoding="utf-8") + "\nsys.exit(worker_main())\n"
 
     @property
@@ -428,10 +431,11 @@ class DockerToolRunner(_WorkerRunner):
         if cleaned["tainted"]:
             raise SandboxError(f"the sandbox of {self.domain.name} could not be emptied between episodes: {cleaned['left']}")
 
-    def _exchange(self, message):
+    def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
         response = self._request("worker_call", line=json.dumps(message), timeout=self.timeout_s, cap=MAX_ANSWER_BYTES)
         line = response["line"]
         if response.get("tainted"):
+            assert self._box is not None  # _request ran in it
             self._box.broken = True  # the worker is gone and the container could not be emptied
         if response["timed_out"]:
             raise SandboxTimeout(f"tools of {self.domain.name} did not answer within {self.timeout_s} s in the sandbox")

@@ -183,6 +183,7 @@ class SopBenchEnv(SOPEnv):
         if decision is None:
             return action
         fields = self.pack.output_fields
+        answer: Mapping[str, Any]
         if len(fields) == 1:
             answer = {fields[0].name: _typed(decision, fields[0].type)}
         else:

@@ -16,13 +16,16 @@ Modes: ``auto`` (replay when the call is recorded, else run live), ``replay`` (n
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sopgym.sandboxes.base import Outcome, SandboxEpisode, SandboxError, ToolResult, ToolSpec, canonical_args
 from sopgym.sandboxes.toolbox import ToolBox
 
 from . import tool_server
 from .replay import Recording
+
+if TYPE_CHECKING:
+    from .runners import ToolRunner
 
 __all__ = ["SopBenchToolBox", "TOOL_MODES", "to_tool_result"]
 
@@ -61,7 +64,7 @@ class SopBenchToolBox(ToolBox):
         self.recording = recording
         self.runner_factory = runner_factory
         self.mode = mode
-        self._runner = None
+        self._runner: ToolRunner | None = None
         #: Per episode: how many calls were replayed and how many ran live.
         self.num_replayed = 0
         self.num_live = 0

@@ -39,7 +39,9 @@ log = logging.getLogger("sopgym.trainers")
 
 
 def rng_state(generator: torch.Generator) -> dict[str, Any]:
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = np.random.get_state()
+    assert isinstance(legacy, tuple), "numpy's global generator is not MT19937"  # its state is a dict then
+    name, keys, pos, has_gauss, cached = legacy
     state = {
         "python": random.getstate(),
         "numpy": [name, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
@@ -155,6 +157,7 @@ def save_sharded(run_dir: str | Path, dp, *, model, optimizer, ref_model, genera
     dcp.save(_sharded_state(model, optimizer, ref_model), checkpoint_id=str(tmp))
     torch.save(rng_state(generator), tmp / "rng" / f"rank{dp.rank}.pt")
     if dp.is_main:
+        assert meta is not None, "rank 0 saves the metadata"
         torch.save({**meta, "world_size": dp.world_size}, tmp / "meta.pt")
     dp.barrier()
     if dp.is_main:  # the previous checkpoint stays until the new one is complete

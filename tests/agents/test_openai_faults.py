@@ -253,3 +253,10 @@ def test_turns_cut_by_max_tokens_are_visible_per_turn_and_in_the_totals(server):
     assert result.extra["turns"][0]["finish_reason"] == "length"
     assert result.extra["model"]["max_tokens_cuts"] == 1
     assert result.extra["model"]["prompt_tokens"] == USAGE["prompt_tokens"] * len(result.turns)
+
+
+def test_a_base_url_without_a_host_is_refused_when_configured():
+    # http://:8000/v1 has a netloc but no host: it passed the check and public() (the URL as stored in the
+    # results) then raised TypeError on None + str (found by mypy).
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        OpenAIChatConfig("http://:8000/v1", "m")

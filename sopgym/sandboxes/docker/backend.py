@@ -291,11 +291,11 @@ class DockerCodeRunner(CodeRunner):
         try:
             if program is not None:
                 body["sha"] = _ensure_program(box, program, 30.0)
-            timeout_s = run_time(timeout_s, deadline)  # drawing the container and loading the program took from it
-            if timeout_s is None:
+            budget_s = run_time(timeout_s, deadline)  # drawing the container and loading the program took from it
+            if budget_s is None:
                 self.pool.release(box)
                 return ExecResult.not_started()
-            response = box.request(op, timeout_s + self.grace_s, timeout=timeout_s, cap=self.output_cap_bytes, **body)
+            response = box.request(op, budget_s + self.grace_s, timeout=budget_s, cap=self.output_cap_bytes, **body)
         except ChannelTimeout as exc:
             # Asked before our own kill: what the run left the container with, then the daemon's events.
             use = resource_use(box.client, box.id)

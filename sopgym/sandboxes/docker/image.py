@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from ..base import SandboxUnavailable
 
@@ -50,7 +51,7 @@ SERVER_PATH_IN_IMAGE = "/opt/sopgym/server.py"
 PROGRAMS_PATH_IN_IMAGE = "/opt/sopgym/sqlite_program.py"
 PROGRAMS = HERE.parent / "sqlite_program.py"
 #: The root filesystem recipe. Changing it changes every hash below.
-RECIPE = {
+RECIPE: dict[str, Any] = {
     "suite": "bookworm",
     "variant": "minbase",
     "include": ["python3"],

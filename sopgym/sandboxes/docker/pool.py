@@ -70,10 +70,12 @@ def connect(base_url: str | None = None, timeout: float = 10.0):
         raise DaemonUnreachable(f"the docker SDK is missing: pip install 'sopgym[docker]' ({exc})") from exc
     url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
-        client = docker.DockerClient(base_url=url, timeout=timeout, max_pool_size=64)
+        # types-docker says int seconds; the SDK hands the timeout to requests, which takes a float.
+        client = docker.DockerClient(base_url=url, timeout=timeout, max_pool_size=64)  # type: ignore[arg-type]
         _bound_pools(client.api)
         client.ping()
-        client.api.sopgym_url = url  # the unix socket path, which api.base_url no longer shows
+        # the unix socket path, which api.base_url no longer shows: our own attribute on the SDK's client
+        client.api.sopgym_url = url  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001 - requests/urllib3/docker raise many types for "no daemon"
         reason = f"Docker daemon at {url} did not answer a ping within {timeout:.0f} s: {exc}"
         error = DaemonUnreachable(
@@ -307,7 +309,9 @@ def _api(api, timeout: float):
     client = _apis.get(key)
     if client is None:
         base = getattr(api, "sopgym_url", None) or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        client = _apis[key] = docker.APIClient(base_url=base, timeout=timeout, version=api.api_version)
+        # types-docker says int seconds; the SDK hands the timeout to requests, which takes a float.
+        client = _apis[key] = docker.APIClient(base_url=base, timeout=timeout,  # type: ignore[arg-type]
+                                               version=api.api_version)
         _bound_pools(client)
     return client
 

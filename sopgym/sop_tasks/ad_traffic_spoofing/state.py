@@ -19,7 +19,7 @@ CREATE INDEX impressions_pub_ts ON impressions (publisher_id, ts);
 """
 
 #: No stateful tools: the logs are read with ``run_sql`` only.
-TOOLS = {}
+TOOLS: dict[str, object] = {}
 
 
 def snapshot(db):

@@ -120,8 +120,9 @@ def _package(rng: random.Random, un: str, booking: str, mode: str) -> dict[str, 
     _, _, _, _, _, pax, cargo, forbidden = UN[un]
     if forbidden:
         return {"un": un, "qty": rng.randint(5, 200), "packaging": rng.choice(PACKAGINGS)}
+    assert cargo is not None, f"{un}: only a forbidden UN number has no cargo PI"
     flies_pax = booking == "passenger" and pax is not None
-    limit, allowed = PI[pax if flies_pax else cargo]
+    limit, allowed = PI[pax if flies_pax and pax is not None else cargo]
     qty = rng.choice((limit, rng.randint(max(1, limit // 5), limit)))  # often exactly at the limit
     packaging = rng.choice(allowed)
     if mode == "switch" and booking == "passenger" and pax is not None:
@@ -151,7 +152,9 @@ def _label(booking: str, packages: list[dict[str, Any]]) -> tuple[str, int]:
     col = 5 if aircraft == "passenger" else 6
     bad_pack = bad = 0
     for p in packages:
-        limit, allowed = PI[UN[p["un"]][col]]
+        pi = UN[p["un"]][col]
+        assert isinstance(pi, str), f"{p['un']}: no {aircraft} PI"  # a passenger booking without one moved to cargo
+        limit, allowed = PI[pi]
         wrong_pack = p["packaging"] not in allowed
         bad_pack += wrong_pack
         bad += wrong_pack or p["qty"] > limit
@@ -167,7 +170,7 @@ def _difficulty(booking: str, packages: list[dict[str, Any]], decision: str) -> 
     """Counts traps: several packages, three packages, a passenger-to-cargo move, a segregation check
     that decides, a quantity exactly at its limit. easy: at most one; medium: two; hard: more."""
     switched = booking == "passenger" and any(
-        UN[p["un"]][5] is None or p["qty"] > PI[UN[p["un"]][5]][0] for p in packages if not UN[p["un"]][7]
+        (pax := UN[p["un"]][5]) is None or p["qty"] > PI[pax][0] for p in packages if not UN[p["un"]][7]
     )
     at_limit = any(p["qty"] in (PI[pi][0] for pi in UN[p["un"]][5:7] if pi) for p in packages)
     traps = [len(packages) >= 2, len(packages) == 3, switched, decision == "REJECT_SEGREGATION", at_limit]

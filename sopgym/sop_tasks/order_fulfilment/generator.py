@@ -53,14 +53,14 @@ def _draw_facts(rng: random.Random, target: str) -> dict[str, Any]:
     region = rng.choice(REGIONS)
     fcs = rng.sample(FCS, len(FCS))
     num_serving = rng.choice((2, 3, 3, 4))
-    serving = [
+    serving: list[dict[str, Any]] = [
         {"warehouse_id": w, "rank": i + 1, "transit_days": rng.choice((1, 2, 2, 3, 4)), "hazmat_certified": rng.random() < 0.6}
         for i, w in enumerate(fcs[:num_serving])
     ]
     non_serving = fcs[num_serving:num_serving + 2]
     num_lines = rng.choice((1, 2, 2, 3))
     skus = [f"SKU-{n:05d}" for n in rng.sample(range(10000, 99999), num_lines)]
-    lines = []
+    lines: list[dict[str, Any]] = []
     for i in range(num_lines):
         sku = skus[i]
         if i > 0 and rng.random() < 0.3:  # the same SKU again: earlier reservations change availability

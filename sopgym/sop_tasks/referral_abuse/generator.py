@@ -186,7 +186,7 @@ def _links(rng: random.Random, account_id: str, linked: list[str], prefix: str, 
 
 def _records(rng: random.Random, f: dict[str, Any], labelled: dict[str, Any]) -> dict[str, Any]:
     market = rng.choice(MARKETS)
-    rules = {
+    rules: dict[str, Any] = {
         "market": market,
         "velocity_limit": rng.randint(3, 7),
         "min_account_age_days": rng.choice((14, 30, 45, 60, 90)),
@@ -231,12 +231,12 @@ def _records(rng: random.Random, f: dict[str, Any], labelled: dict[str, Any]) ->
             profiles[acc] = _profile(rng, acc, rng.choice(("active", "active", "closed", "banned")), market)
 
     activity = {"account_id": account_id, "referrals": _referrals(rng, f, rules["velocity_limit"], referred)}
-    devices = {"account_id": account_id, "devices": _links(rng, account_id, on_device, "device_id", "DEV-{}")}
-    payments = {
+    devices: dict[str, Any] = {"account_id": account_id, "devices": _links(rng, account_id, on_device, "device_id", "DEV-{}")}
+    payments: dict[str, Any] = {
         "account_id": account_id,
         "instruments": _links(rng, account_id, on_payment, "instrument_id", "CARD-****{}"),
     }
-    payouts = {"account_id": account_id, "payouts": _payouts(rng, f, rules["payout_cap_cents"])}
+    payouts: dict[str, Any] = {"account_id": account_id, "payouts": _payouts(rng, f, rules["payout_cap_cents"])}
     by_account = {"account_id": account_id}
     replay = {
         "get_account_profile": records(({"account_id": a}, p) for a, p in profiles.items()),

@@ -308,6 +308,13 @@ def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
     assert _loaded_after(code, ("openai", "torch", "transformers", "matplotlib", "httpx", "httpx2")) == []
 
 
+def test_the_one_token_space_agent_loads_no_torch():
+    """The RL-library adapters use the trainer's token-space agent (sopgym/trainers/token_agent.py) and its
+    token bookkeeping without loading the trainer's numerics: the agent takes a generate callable."""
+    code = "import sopgym.integrations._tokens, sopgym.trainers.token_agent, sopgym.policy.end_of_turn\n"
+    assert _loaded_after(code, ("torch", "transformers")) == []
+
+
 def test_no_test_imports_a_conftest_module_by_name():
     """Two folders' ``conftest`` modules share one name, so ``from conftest import x`` breaks as soon as
     both folders are collected in one run; shared helpers live in a named helpers module."""

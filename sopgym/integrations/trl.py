@@ -64,6 +64,7 @@ from typing import Any, Literal
 
 from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.specs import EpisodeSpec
+from sopgym.trainers.token_agent import TokenTurn
 
 from ._common import (
     ROW_KEYS,
@@ -75,7 +76,7 @@ from ._common import (
     task_rows,
     tool_call_message,
 )
-from ._tokens import TokenTurn, run_token_episodes
+from ._tokens import run_token_episodes
 
 __all__ = ["train_dataset", "environment_class", "environment_factories", "SopgymToolEnv", "SopgymRollout", "sopgym_reward"]
 

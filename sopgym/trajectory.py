@@ -33,7 +33,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from sopgym.sandboxes.schema import MAX_INT_DIGITS
 
@@ -242,7 +242,7 @@ class TrajectoryWriter:
         if truncate_at is not None:
             with open(self.path, "r+b") as f:
                 f.truncate(truncate_at)
-        self._file = open(self.path, "a" if append or truncate_at is not None else "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file: IO[str] | None = open(self.path, "a" if append or truncate_at is not None else "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     @property
     def closed(self) -> bool:
@@ -251,12 +251,18 @@ class TrajectoryWriter:
     def write(self, lines: Iterable[dict[str, Any]], *, flush: bool = True) -> None:
         """Write ``lines`` (:func:`dumps_line` each) in one write, then flush unless told not to: a
         process killed now leaves at most a torn last line, which the readers drop or name."""
-        self._file.write("".join(dumps_line(line) + "\n" for line in lines))
+        file = self._opened()
+        file.write("".join(dumps_line(line) + "\n" for line in lines))
         if flush:
-            self._file.flush()
+            file.flush()
 
     def flush(self) -> None:
-        self._file.flush()
+        self._opened().flush()
+
+    def _opened(self) -> IO[str]:
+        if self._file is None:
+            raise ValueError(f"{self.path}: expected an open trajectory writer, got one already closed")
+        return self._file
 
     def close(self) -> None:
         """Close the file (safe to call twice)."""

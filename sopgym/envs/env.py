@@ -136,8 +136,8 @@ class SOPEnv(gym.Env):
         self.wall_time = WallTimeBudget(max_turn_seconds, max_episode_seconds)
         self.render_mode = render_mode
 
-        self.observation_space = UnicodeText(max_observation_length)
-        self.action_space = AssistantAction(max_observation_length)
+        self.observation_space: UnicodeText = UnicodeText(max_observation_length)
+        self.action_space: AssistantAction = AssistantAction(max_observation_length)
 
         self._submit_schema = self.pack.submit_schema()
         self._tools = [t.openai_schema() for t in self.pack.tools] + [self.pack.submit_spec().openai_schema()]
@@ -220,7 +220,7 @@ class SOPEnv(gym.Env):
             elif self.max_context is not None and self._context_used > self.max_context:
                 truncation_cause = "context_budget"
         truncated = truncation_cause is not None
-        step_status = TRUNCATION_CAUSES.get(truncation_cause, status)
+        step_status = status if truncation_cause is None else TRUNCATION_CAUSES.get(truncation_cause, status)
 
         components = self._shaping(status)
         reward = sum(components.values())
@@ -286,7 +286,7 @@ class SOPEnv(gym.Env):
         final_state = self._final_state()
         components = outcome_components(self._answer, self._task.answer, self.pack.output_fields, final_state, self._task.expected_state)
         reward = outcome_reward(self.reward_config.kind, components)
-        info = {
+        info: dict[str, Any] = {
             "task_id": self._task.task_id,
             "status": status.value,
             "turn_status": None,
@@ -358,7 +358,7 @@ class SOPEnv(gym.Env):
             if "split" in options and options["split"] != split:
                 raise ValueError(f"task_id {task_id!r} is in split {split!r} but options['split'] is "
                                  f"{options['split']!r}; pass a matching split or none")
-            if sizes[split] is not None and index >= sizes[split]:
+            if (size := sizes[split]) is not None and index >= size:
                 raise ValueError(f"task_id {task_id!r}: index of split {split!r} must be {index_range(split)}, got {index}")
             return self.pack.task(split, index)
         split = options.get("split", self.split)
@@ -418,6 +418,7 @@ class SOPEnv(gym.Env):
                 submitted = status is Status.SUBMITTED
             else:
                 self._num_calls += 1
+                assert self._toolbox is not None  # reset() made it
                 result = self.wall_time.run(functools.partial(self._toolbox.call, call.name, call.arguments))
                 status = _OUTCOME_STATUS[result.outcome]
                 if result.ok:
@@ -460,11 +461,13 @@ class SOPEnv(gym.Env):
     def _final_state(self) -> dict[str, Any] | None:
         if self.pack.program is None or self._infra_failure:
             return None
+        assert self._toolbox is not None  # reset() made it
         return self._toolbox.snapshot()
 
     def _episode_record(self, terminated, truncated, cause, reward, components, final_state) -> EpisodeRecord:
         """What the independent evaluator reads (live, or from RecordTrajectory's JSONL)."""
         task = self._task
+        assert task is not None, "an episode record before reset()"
         return episode_record(
             env_id=self.pack.env_id, domain=self.pack.name, task_id=task.task_id, split=task.split,
             difficulty=task.difficulty, answer=self._answer, expected=task.answer,

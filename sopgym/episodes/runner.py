@@ -286,7 +286,7 @@ def run_episodes(
     finally:
         if bar is not None:
             bar.close()
-    return results  # type: ignore[return-value]  (every slot is filled once the loop ends)
+    return [r for r in results if r is not None]  # every slot is filled once the loop ends
 
 
 def _progress_bar(progress: bool | ProgressBar, specs: Sequence[EpisodeSpec]) -> ProgressBar | None:

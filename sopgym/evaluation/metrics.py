@@ -293,7 +293,7 @@ def evaluate_records(
     if n_bootstrap:
         groups = list(by_task.values())
         episodes_per_task = [len(g) for g in groups]
-        per_task_sums = {
+        per_task_sums: dict[str, list[float]] = {
             "task_success_rate": [sum(s.success for s in g) for g in groups],
             "field_accuracy": [sum(s.field_fraction for s in g) for g in groups],
             "execution_completion_rate": [sum(s.completed for s in g) for g in groups],

@@ -138,7 +138,7 @@ class RemoteSOPEnv(gym.Env):
         if env_id is not None and env_id != served:
             self.close()
             raise ValueError(f"the sopgym server at {url} serves {served!r}; expected env_id {env_id!r}")
-        self.env_id: str = served
+        self.env_id: str | None = served
         length = int(self.server_info["max_observation_length"])
         self.observation_space = UnicodeText(length)
         self.action_space = AssistantAction(length)
@@ -322,6 +322,7 @@ class RemoteSOPEnv(gym.Env):
         self._drop()
         self._running = False
         last, first = self._info, self._reset_info
+        assert last is not None, "an episode is lost only while it runs (after reset())"
         status = END_CAUSES[REMOTE_TRUNCATION_CAUSE].value
         statuses = self._statuses + ([status] if turn else [])
         turns = int(last.get("turn", 0)) + (1 if turn else 0)

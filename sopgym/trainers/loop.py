@@ -135,26 +135,75 @@ def _progress_bar(cfg: TrainConfig | None, start: int) -> Iterator[Callable[[dic
             bar.close()
 
 
-def _plot(history: list[dict[str, float]], val: list[tuple[int, float, float]], path: Path) -> None:
+#: The held-out figures of one evaluation the plot draws (``val_points``), from its logged metrics.
+PLOT_KEYS = ("val/task_success_rate", "val/task_success_rate/ci_low", "val/task_success_rate/ci_high",
+             "val/sampled/samples_per_task")
+
+
+def plot_point(step: int, val: dict[str, float]) -> dict[str, float]:
+    """What the plot keeps of an evaluation: greedy success and its interval, and with sampled episodes
+    pass@1 and pass@k (k = samples per task) with theirs."""
+    point = {"step": float(step), **{k: float(val[k]) for k in PLOT_KEYS if k in val}}
+    k = int(val.get("val/sampled/samples_per_task", 0))
+    for name in ("pass_at_1", f"pass_at_{k}") if k else ():
+        for suffix in ("", "/ci_low", "/ci_high"):
+            key = f"val/sampled/{name}{suffix}"
+            if key in val:
+                point[key] = float(val[key])
+    return point
+
+
+def _errorbar(ax, points: list[dict[str, float]], key: str, dx: float, fmt: str, label: str) -> None:
+    shown = [p for p in points if key in p]
+    if not shown:
+        return
+    ys = [p[key] for p in shown]
+    low = [max(0.0, y - p.get(f"{key}/ci_low", y)) for y, p in zip(ys, shown)]
+    high = [max(0.0, p.get(f"{key}/ci_high", y) - y) for y, p in zip(ys, shown)]
+    ax.errorbar([p["step"] + dx for p in shown], ys, yerr=[low, high], fmt=fmt, capsize=3, label=label)
+
+
+def plot_figure(history: list[dict[str, float]], val: list[tuple[int, float, float]],
+                points: list[dict[str, float]]):
+    """The run's curves: training reward and success per RL step, held-out reward, and held-out greedy
+    task success with its 95% interval at every evaluation; where the evaluation sampled (before and
+    after RL with ``eval_samples``), pass@1 and pass@k with theirs. Returns the matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     steps = [h["step"] for h in history]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(9, 4))
     rewards = [h["rollout/reward/mean"] for h in history]
     ax.plot(steps, rewards, label="train reward (mean)")
     ax.plot(steps, [h["rollout/success_rate"] for h in history], label="train success rate")
     if val:
         ax.plot([v[0] for v in val], [v[2] for v in val], "s-", label="val reward (mean)")
+    if points:
+        ax.plot([p["step"] for p in points], [p["val/task_success_rate"] for p in points], "-", color="C3")
+        _errorbar(ax, points, "val/task_success_rate", 0.0, "o", "val task success (greedy, 95% CI)")
+        k = max(int(p.get("val/sampled/samples_per_task", 0)) for p in points)
+        if k:
+            _errorbar(ax, points, "val/sampled/pass_at_1", 0.3, "^", "val pass@1 (sampled, 95% CI)")
+            if k > 1:
+                _errorbar(ax, points, f"val/sampled/pass_at_{k}", 0.6, "v", f"val pass@{k} (sampled, 95% CI)")
+    elif val:
         ax.plot([v[0] for v in val], [v[1] for v in val], "o-", label="val task success")
     ax.set_xlabel("RL step")
     low = min([0.0] + rewards + [v[2] for v in val])  # dense rewards go negative with shaping penalties
     ax.set_ylim(low - 0.05, 1.05)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")  # outside: it covered the curves
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def _plot(history: list[dict[str, float]], val: list[tuple[int, float, float]], points: list[dict[str, float]],
+          path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = plot_figure(history, val, points)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -208,6 +257,8 @@ class Run:
     """Which tasks the draws repeat (``algo.curriculum``; None when off); rank 0's is the one used."""
     val_curve: list[tuple[int, float, float]] = field(default_factory=list)
     """``(step, held-out task success, held-out reward)`` of every evaluation."""
+    val_points: list[dict[str, float]] = field(default_factory=list)
+    """What the plot draws of every evaluation, intervals included (``plot_point``)."""
     val_before_records: list[dict[str, Any]] = field(default_factory=list)
     """The evaluator's records of the greedy evaluation before RL: the after-RL one is paired with them."""
     val_records: list[dict[str, Any]] = field(default_factory=list)
@@ -534,6 +585,7 @@ def build_optimiser(run: Run, start: Start) -> None:
     run.step, run.cursor, run.result.history = ckpt["step"], ckpt["cursor"], ckpt["history"]
     run.result.val_before = ckpt.get("val_before", {})
     run.val_curve = ckpt.get("val_curve", [])
+    run.val_points = ckpt.get("val_points", [])
     run.val_before_records = ckpt.get("val_before_records", [])
     run.task_success.load_state_dict(ckpt.get("task_success", {}))
     if run.curriculum is not None and ckpt.get("curriculum") is not None:
@@ -756,6 +808,7 @@ def evaluate(run: Run, step: int, *, sampled: bool = False) -> dict[str, float]:
         draws = _held_out(run, cfg.eval_samples, cfg.rollout.temperature, seed=1)
         val.update(sampled_metrics([ep.episode_info for ep in draws], cfg.eval_samples, n_bootstrap=cfg.eval_bootstrap))
     run.val_curve.append((step, val["val/task_success_rate"], val["val/reward/mean"]))
+    run.val_points.append(plot_point(step, val))
     val.update(run.alarms.after_evaluation(step, run.history, run.val_curve))
     run.tracker.log_eval(val, step)
     return val
@@ -802,7 +855,7 @@ def save_checkpoint(run: Run) -> None:
         meta = {
             "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": run.cursor, "mlflow_run_id": run.tracker.run_id,
             "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
-            "val_curve": run.val_curve, "val_before_records": run.val_before_records,
+            "val_curve": run.val_curve, "val_points": run.val_points, "val_before_records": run.val_before_records,
             "task_success": run.task_success.state_dict(),
             "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
         }
@@ -815,6 +868,7 @@ def save_checkpoint(run: Run) -> None:
             extra={
                 "val_before": run.result.val_before,
                 "val_curve": run.val_curve,
+                "val_points": run.val_points,
                 "val_before_records": run.val_before_records,
                 "task_success": run.task_success.state_dict(),
                 "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
@@ -838,7 +892,7 @@ def finish(run: Run) -> TrainResult:
         )
         _report_held_out(run, run.val_records)
     if cfg.plot and run.history and run.dp.is_main:
-        _plot(run.history, run.val_curve, run.run_dir / "curves.png")
+        _plot(run.history, run.val_curve, run.val_points, run.run_dir / "curves.png")
         run.tracker.log_artifact(run.run_dir / "curves.png")
     save_checkpoint(run)
     return result

@@ -69,7 +69,7 @@ def main() -> None:
     from sopgym.trainers import checkpoint
     from sopgym.trainers.config import config_from_dict
     from sopgym.trainers.modeling import load_model, load_tokenizer
-    from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
+    from sopgym.trainers.rollout import EnvPool, collect, group_spec_list, rollout_settings
     from sopgym.trainers.sft import as_shown, collect_trajectories, default_oracle
 
     ckpt = checkpoint.load(args.run_dir)
@@ -101,8 +101,7 @@ def main() -> None:
         try:
             episodes = collect(
                 pool, group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, args.show, 1), HFPolicy(model, tokenizer),
-                tokenizer, max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context, temperature=0.0,
-                system_turn=cfg.model.system_turn,
+                tokenizer, rollout_settings(cfg).held_out(temperature=0.0),
             )
         finally:
             pool.close()

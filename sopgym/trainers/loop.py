@@ -62,7 +62,7 @@ from .optimise import (
     sft_settings,
     step_settings,
 )
-from .rollout import EnvPool, EpisodeSpec, collect, group_spec_list, make_env_pool
+from .rollout import EnvPool, EpisodeSpec, RolloutSettings, collect, group_spec_list, make_env_pool, rollout_settings
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
 from .sampling import Curriculum, TaskSuccess, group_metrics, informative_groups, missing_groups
 from .sft import (
@@ -245,6 +245,8 @@ class Run:
     optimizer: Any = None
     scheduler: Any = None
     settings: StepSettings | None = None
+    rollouts: RolloutSettings = field(init=False)
+    """How rollouts sample (``rollout.rollout_settings``; held-out evaluations: ``rollouts.held_out``)."""
     tracker: Tracker | None = None
     alarms: Alarms | None = None
     step: int = 0
@@ -264,6 +266,9 @@ class Run:
     val_records: list[dict[str, Any]] = field(default_factory=list)
     """The evaluator's records of the last greedy evaluation."""
     result: TrainResult | None = None
+
+    def __post_init__(self) -> None:
+        self.rollouts = rollout_settings(self.cfg)
 
     @property
     def history(self) -> list[dict[str, float]]:
@@ -755,13 +760,7 @@ def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
     if first_group_id:
         specs = [dataclasses.replace(spec, group_id=spec.group_id + first_group_id) for spec in specs]
     run.cursor += fresh
-    return collect(
-        run.pool, specs, run.policy, run.tokenizer,
-        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, generator=run.generator,
-        require_training_allowed=True, allow_restricted=cfg.env.allow_restricted_training,
-        system_turn=cfg.model.system_turn,
-    )
+    return collect(run.pool, specs, run.policy, run.tokenizer, run.rollouts, generator=run.generator)
 
 
 def _optimisation_metrics(opt_stats: list[dict[str, float]], train_s: float) -> dict[str, float]:
@@ -783,12 +782,8 @@ def _held_out(run: Run, samples: int, temperature: float, seed: int) -> list[Epi
     """``samples`` episodes of each of the first ``eval_num_tasks`` held-out tasks at ``temperature``."""
     cfg = run.cfg
     specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, samples)
-    return collect(
-        run.pool, specs, run.policy, run.tokenizer,
-        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
-        temperature=temperature, top_p=1.0, generator=torch.Generator().manual_seed(seed),
-        system_turn=cfg.model.system_turn,
-    )
+    return collect(run.pool, specs, run.policy, run.tokenizer, run.rollouts.held_out(temperature),
+                   generator=torch.Generator().manual_seed(seed))
 
 
 def evaluate(run: Run, step: int, *, sampled: bool = False) -> dict[str, float]:

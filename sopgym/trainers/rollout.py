@@ -11,7 +11,9 @@ record as the evaluator scores it, never recounted here.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,8 +25,11 @@ from sopgym.status import TOOL_FAILURE_VALUES
 from .episodes import Episode
 from .token_agent import ContextBudget, TokenAgent
 
-__all__ = ["TrainingNotAllowed", "EnvPool", "EpisodeSpec", "collect", "finish_episode", "group_spec_list",
-           "make_env_pool"]
+if TYPE_CHECKING:
+    from .config import TrainConfig
+
+__all__ = ["TrainingNotAllowed", "RolloutSettings", "EnvPool", "EpisodeSpec", "collect", "finish_episode",
+           "group_spec_list", "make_env_pool", "rollout_settings"]
 
 
 class TrainingNotAllowed(RuntimeError):
@@ -55,49 +60,69 @@ def finish_episode(ep: Episode, result: EpisodeResult) -> None:
     ep.tool_failures = sum(s in TOOL_FAILURE_VALUES for s in record.get("statuses") or ())
 
 
-def collect(
-    pool: EnvPool,
-    specs: list[EpisodeSpec],
-    policy,
-    tokenizer,
-    *,
-    max_new_tokens: int,
-    max_context: int,
-    temperature: float,
-    top_p: float = 1.0,
-    generator: torch.Generator | None = None,
-    require_training_allowed: bool = False,
-    allow_restricted: bool = False,
-    system_turn: str = "keep",
-) -> list[Episode]:
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How :func:`collect` samples: built once from the config (:func:`rollout_settings`), passed whole."""
+
+    max_new_tokens: int
+    """Cap of one turn."""
+    max_context: int
+    """Cap of a whole episode: a turn gets what is left of it, at most ``max_new_tokens``."""
+    temperature: float
+    top_p: float = 1.0
+    require_training_allowed: bool = False
+    """Refuse tasks whose licence forbids training (``TrainingNotAllowed``), unless ``allow_restricted``."""
+    allow_restricted: bool = False
+    system_turn: str = "keep"
+    """``keep`` or ``drop`` the env's system turn (``model.system_turn``; sopgym/trainers/episodes.py)."""
+
+    def held_out(self, temperature: float) -> RolloutSettings:
+        """The settings of held-out evaluations: at ``temperature``, no top-p cut, no licence check
+        (nothing is trained on them)."""
+        return dataclasses.replace(self, temperature=temperature, top_p=1.0, require_training_allowed=False,
+                                   allow_restricted=False)
+
+
+def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
+    """The training rollouts' settings, from the config: the one place they are mapped."""
+    return RolloutSettings(
+        max_new_tokens=cfg.rollout.max_new_tokens, max_context=cfg.env.max_context,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, require_training_allowed=True,
+        allow_restricted=cfg.env.allow_restricted_training, system_turn=cfg.model.system_turn,
+    )
+
+
+def collect(pool: EnvPool, specs: list[EpisodeSpec], policy, tokenizer, settings: RolloutSettings,
+            generator: torch.Generator | None = None) -> list[Episode]:
     """Run every spec to the end of its episode (all at once, one batched generate per turn).
 
-    An episode whose next turn has no room left in ``max_context`` tokens is ended with
+    An episode whose next turn has no room left in ``settings.max_context`` tokens is ended with
     ``EndEpisode("context_budget")`` (the env scores it like an unanswered episode).
 
     Args:
         policy: ``generate(prompts, max_new_tokens, temperature=, top_p=, generator=) -> [Sample]``
             (sopgym/policy/engine.py).
         tokenizer: the chat-template tokenizer of the episodes.
-        require_training_allowed: refuse tasks whose licence forbids training, unless ``allow_restricted``.
-        system_turn: ``keep`` or ``drop`` the env's system turn (``model.system_turn``).
+        settings: the sampling settings and budgets.
+        generator: the CPU generator sampling advances.
 
     Returns:
         Token-space episodes in spec order, their outcome filled from the env's record.
 
     Raises:
-        TrainingNotAllowed: ``require_training_allowed`` and a task says ``training_allowed: False``
-            while ``allow_restricted`` is not set.
+        TrainingNotAllowed: ``settings.require_training_allowed`` and a task says ``training_allowed: False``
+            while ``settings.allow_restricted`` is not set.
     """
+    s = settings
 
     def generate(prompts: list[list[int]], rooms: list[int]):
-        return policy.generate(prompts, rooms, temperature=temperature, top_p=top_p, generator=generator)
+        return policy.generate(prompts, rooms, temperature=s.temperature, top_p=s.top_p, generator=generator)
 
     def check_licence(spec: EpisodeSpec, info: dict[str, Any]) -> None:
-        check_training_allowed(spec.env_id, info, allow_restricted)
+        check_training_allowed(spec.env_id, info, s.allow_restricted)
 
-    agent = TokenAgent(generate, tokenizer, ContextBudget(max_context, max_new_tokens), system_turn=system_turn,
-                       check_start=check_licence if require_training_allowed else None)
+    agent = TokenAgent(generate, tokenizer, ContextBudget(s.max_context, s.max_new_tokens), system_turn=s.system_turn,
+                       check_start=check_licence if s.require_training_allowed else None)
     run_episodes(specs, agent, pool)
     episodes = []
     for i in range(len(specs)):

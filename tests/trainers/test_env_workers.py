@@ -15,7 +15,7 @@ from sopgym.episodes.runner import POOL_BACKENDS
 from sopgym.episodes.specs import EpisodeSpec
 from sopgym.policy.hf import Sample
 from sopgym.trainers.config import WORKER_BACKENDS, EnvWorkersConfig, load_config
-from sopgym.trainers.rollout import collect
+from sopgym.trainers.rollout import RolloutSettings, collect
 from sopgym.trainers.rollout_metrics import assign_advantages, rollout_metrics
 from sopgym.trainers.tokenizer import build_bpe_tokenizer
 
@@ -154,8 +154,8 @@ def test_episodes_of_a_worker_killed_mid_rollout_are_excluded_from_advantages_an
     try:
         killer = Killer(str(tmp_path), pool, worker=1, how="SIGKILL")
         killer.start()
-        episodes = collect(pool, specs, Hello(tok, pool, str(tmp_path)), tok, max_new_tokens=16, max_context=100_000,
-                           temperature=1.0)
+        episodes = collect(pool, specs, Hello(tok, pool, str(tmp_path)), tok,
+                           RolloutSettings(max_new_tokens=16, max_context=100_000, temperature=1.0))
         killer.join(5)
         assert killer.killed_pid is not None
     finally:

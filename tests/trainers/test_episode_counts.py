@@ -18,7 +18,7 @@ from sopgym.episodes.runner import run_episodes
 from sopgym.episodes.specs import EndEpisode, EpisodeSpec
 from sopgym.evaluation import evaluate_records
 from sopgym.sandboxes import SandboxError, ToolBox
-from sopgym.trainers.rollout import collect
+from sopgym.trainers.rollout import RolloutSettings, collect
 
 from .scripted import ENV, OPTIONS, ScriptedTokens, oracle_replies, tokenizer
 
@@ -122,8 +122,8 @@ def test_env_record_evaluator_and_trainer_count_alike(scenario):
     try:
         (message_level,) = run_episodes([spec], ScriptedAgent(replies), pool)
         tok = tokenizer()
-        (episode,) = collect(pool, [spec], ScriptedTokens(tok, replies), tok, max_new_tokens=512,
-                             max_context=100_000, temperature=1.0)
+        (episode,) = collect(pool, [spec], ScriptedTokens(tok, replies), tok,
+                             RolloutSettings(max_new_tokens=512, max_context=100_000, temperature=1.0))
     finally:
         pool.close()
     _check(message_level.record, message_level.score, expected)
@@ -140,8 +140,8 @@ def test_trainer_context_budget_ends_through_the_env_and_counts_alike():
 
         prompt = Episode("t", 0, 0, ENV, messages=list(info["messages"]), tools=info["tools"])
         EpisodeBuilder(tok, prompt)
-        (episode,) = collect(pool, [spec], ScriptedTokens(tok, [_first_call()]), tok, max_new_tokens=512,
-                             max_context=len(prompt.ids) + 4, temperature=1.0)
+        (episode,) = collect(pool, [spec], ScriptedTokens(tok, [_first_call()]), tok,
+                             RolloutSettings(max_new_tokens=512, max_context=len(prompt.ids) + 4, temperature=1.0))
     finally:
         pool.close()
     record = episode.episode_info

@@ -5,7 +5,7 @@ import torch
 
 from sopgym.policy.hf import HFPolicy
 from sopgym.trainers.episodes import Episode, EpisodeBuilder, TemplatePrefixError, template_ids
-from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
+from sopgym.trainers.rollout import EnvPool, RolloutSettings, collect, group_spec_list
 from sopgym.trainers.sft import episode_from_messages
 
 from . import fake_env
@@ -26,7 +26,7 @@ def test_sampled_rollouts_are_prefix_consistent_including_cut_turns():
     model = tiny_model(tok)
     pool = EnvPool(lambda env_id: fake_env.FakeSopEnv(max_turns=3))
     specs = group_spec_list(["fake"], "train", 0, 2, 2)
-    eps = collect(pool, specs, HFPolicy(model, tok), tok, max_new_tokens=12, max_context=4096, temperature=1.0,
+    eps = collect(pool, specs, HFPolicy(model, tok), tok, RolloutSettings(max_new_tokens=12, max_context=4096, temperature=1.0),
                   generator=torch.Generator().manual_seed(0))
     assert any(ep.token_cap_hits for ep in eps)
     for ep in eps:

@@ -19,7 +19,7 @@ from sopgym.trainers.distributed import DataParallel
 from sopgym.trainers.loop import build_engine, train
 from sopgym.trainers.modeling import Precision, load_model, load_tokenizer
 from sopgym.trainers.optimise import mismatch_metrics, optimiser_step, recompute_behaviour_logprobs, step_settings
-from sopgym.trainers.rollout import EnvPool, collect, group_spec_list
+from sopgym.trainers.rollout import EnvPool, RolloutSettings, collect, group_spec_list
 
 from . import fake_env
 from .helpers import fake_env_config, load_benchmark, oracle_episode
@@ -111,8 +111,9 @@ def _sampled_and_recomputed(cfg, device: str, backend: str, trainer_dtype: str |
     engine = build_engine(cfg, lm, tok, shared=True)
     pool = EnvPool(lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True))
     try:
-        episodes = collect(pool, group_spec_list(["fake"], "train", 0, 4, 2), engine, tok, max_new_tokens=24,
-                           max_context=512, temperature=1.0, generator=torch.Generator().manual_seed(0))
+        episodes = collect(pool, group_spec_list(["fake"], "train", 0, 4, 2), engine, tok,
+                           RolloutSettings(max_new_tokens=24, max_context=512, temperature=1.0),
+                           generator=torch.Generator().manual_seed(0))
     finally:
         pool.close()
     model_cfg = cfg.model if trainer_dtype is None else dataclasses.replace(cfg.model, dtype=trainer_dtype)

@@ -14,7 +14,7 @@ import pytest
 from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.specs import EpisodeSpec
 from sopgym.trainers.advantages import EPS
-from sopgym.trainers.rollout import collect
+from sopgym.trainers.rollout import RolloutSettings, collect
 from sopgym.trainers.rollout_metrics import assign_advantages
 
 from .scripted import ENV, OPTIONS, ScriptedTokens, oracle_replies, tokenizer
@@ -30,7 +30,7 @@ def _group(scripts: list[list[str]]):
     try:
         return [
             collect(pool, [EpisodeSpec(ENV, 0, OPTIONS, group_id=0, sample=j)], ScriptedTokens(tok, replies), tok,
-                    max_new_tokens=512, max_context=100_000, temperature=1.0)[0]
+                    RolloutSettings(max_new_tokens=512, max_context=100_000, temperature=1.0))[0]
             for j, replies in enumerate(scripts)
         ]
     finally:

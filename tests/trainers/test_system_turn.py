@@ -10,7 +10,7 @@ import pytest
 from sopgym.episodes.pools import EnvPool
 from sopgym.episodes.specs import EpisodeSpec
 from sopgym.trainers.episodes import template_ids
-from sopgym.trainers.rollout import collect
+from sopgym.trainers.rollout import RolloutSettings, collect
 from sopgym.trainers.sft import as_shown, episode_from_messages
 
 from .test_episode_counts import ENV, OPTIONS, ScriptedTokens, oracle_replies, tokenizer
@@ -33,8 +33,9 @@ def _oracle_episode(system_turn):
     sampler = RecordingTokens(tok, oracle_replies())
     pool = EnvPool(lambda env_id: gym.make(ENV))
     try:
-        (episode,) = collect(pool, [EpisodeSpec(ENV, 0, OPTIONS)], sampler, tok, max_new_tokens=512, max_context=100_000,
-                             temperature=1.0, system_turn=system_turn)
+        (episode,) = collect(pool, [EpisodeSpec(ENV, 0, OPTIONS)], sampler, tok,
+                             RolloutSettings(max_new_tokens=512, max_context=100_000, temperature=1.0,
+                                             system_turn=system_turn))
     finally:
         pool.close()
     return tok, sampler, episode

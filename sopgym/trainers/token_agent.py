@@ -184,6 +184,7 @@ class TokenAgent:
         run = self._running[slot]
         run.shaping += shaping_reward(info)
         if result is None:
+            assert turn is not None  # the runner passes the step's turn with every episode that goes on
             run.builder.add_env_messages(turn.new_messages)
             return
         run.builder.close()  # the env's answer to the last reply is not appended: nothing follows it to train on

@@ -190,7 +190,7 @@ class HFChatModel:
             else:
                 live.append((i, min(self.config.max_tokens, room)))
         if live:
-            seed = next((requests[i].seed for i, _ in live if requests[i].seed is not None), 0)
+            seed = next((s for i, _ in live if (s := requests[i].seed) is not None), 0)
             generator = torch.Generator().manual_seed(seed) if self.config.temperature > 0 else None
             started = time.monotonic()
             samples = self.sampler.generate([prompts[i] for i, _ in live], [cap for _, cap in live],
@@ -204,7 +204,7 @@ class HFChatModel:
                 text = self.tokenizer.decode(ids, skip_special_tokens=False)
                 out[i] = Completion({"role": "assistant", "content": text}, "length" if sample.hit_cap else "stop",
                                     len(prompts[i]), len(sample.ids), latency, 1)
-        return out  # type: ignore[return-value]  (every slot is filled)
+        return [o for o in out if o is not None]  # every slot is filled
 
     def describe(self) -> dict[str, Any]:
         import torch

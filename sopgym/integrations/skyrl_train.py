@@ -90,7 +90,9 @@ def run_experiment(cfg, env_ids: Sequence[str], servers: Mapping[str, Any] | Non
 
     register_skyrl_envs(list(env_ids), servers=servers)
     if experiment is None:
-        from skyrl.train.entrypoints.main_base import BasePPOExp as experiment
+        from skyrl.train.entrypoints.main_base import BasePPOExp
+
+        experiment = BasePPOExp
     experiment(cfg).run()
 
 

@@ -191,9 +191,9 @@ def _hint(schema: Mapping[str, Any]) -> Any:
     types = [t for t in types if t != "null"]
     if schema.get("enum") is not None:
         values = tuple(v for v in schema["enum"] if v is not None)
-        hint: Any = Literal[values] if values else type(None)  # type: ignore[misc]  # a Literal built at run time
+        hint: Any = Literal[values] if values else type(None)
     elif len(types) == 1 and types[0] == "array" and isinstance(schema.get("items"), Mapping):
-        hint = list[_hint(schema["items"])]
+        hint = list[_hint(schema["items"])]  # type: ignore[misc]  # a type built at run time from the schema
     elif types:
         parts = [_JSON_TYPES.get(t, str) for t in types]
         hint = parts[0] if len(parts) == 1 else typing.Union[tuple(parts)]  # noqa: UP007 - built from a list

@@ -169,7 +169,10 @@ class HFPolicy:
                 position_ids=positions[None], cache_position=positions, use_cache=True,
                 **{self._cache_kw: cache}, **self._keep_kw,
             )
-            states = [(layer.keys[:, :, : len(prefix)], layer.values[:, :, : len(prefix)]) for layer in cache.layers]
+            # the layers of a DynamicCache the forward filled: key/value tensors (transformers types them as any
+            # kind of cache layer, linear-attention ones included, and their tensors as possibly unset)
+            states = [(layer.keys[:, :, : len(prefix)], layer.values[:, :, : len(prefix)])  # type: ignore[union-attr, index]
+                      for layer in cache.layers]
         self._prefix = {"ids": list(prefix), "version": version, "states": states}
         return states
 

@@ -106,6 +106,7 @@ def torch_varlen_attention(module, query, key, value, attention_mask, dropout=0.
         q_NHD, k_NHD, v_NHD, cu_S1, cu_S1, max_len, max_len, scale=scaling, window_size=(-1, 0),
         enable_gqa=q_NHD.shape[1] != k_NHD.shape[1],
     )
+    assert isinstance(out_NHD, torch.Tensor)  # a tuple only with return_aux
     return out_NHD[None], None
 
 

@@ -42,7 +42,7 @@ from pydantic import (
     ValidationError,
 )
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
 
 Advantage = Literal["grpo", "dr_grpo", "rloo", "passk"]
 ADVANTAGES = typing.get_args(Advantage)
@@ -132,9 +132,14 @@ Device = Annotated[StrictStr, AfterValidator(_device)]
 _SECTION_CONFIG = ConfigDict(extra="forbid")
 
 
-def section(cls):
-    """A config section: a pydantic dataclass that refuses unknown keys."""
-    return _pydantic_dataclass(cls, config=_SECTION_CONFIG)
+if typing.TYPE_CHECKING:
+    # For mypy a section is a standard dataclass, which a pydantic dataclass is (validated on top): it
+    # sees the fields, their defaults (pydantic's Field(default, ...)) and dataclasses.asdict.
+    from dataclasses import dataclass as section
+else:
+    def section(cls):
+        """A config section: a pydantic dataclass that refuses unknown keys."""
+        return _pydantic_dataclass(cls, config=_SECTION_CONFIG)
 
 
 class _Combinations:
@@ -707,13 +712,13 @@ def _field_path(loc: tuple, root: type) -> tuple[list[str], type | None, Any, tu
         path.append(name)
         hint = _strip(_fields(owner)[name])
         i += 1
-        if not (dataclasses.is_dataclass(hint) and i < len(loc)):
+        if not (isinstance(hint, type) and dataclasses.is_dataclass(hint) and i < len(loc)):
             break
         owner = hint
     return path, owner, hint, tuple(loc[i:])
 
 
-def _fields(cls: type) -> dict[str, Any]:
+def _fields(cls: type | None) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True) if dataclasses.is_dataclass(cls) else {}
 
 
@@ -763,7 +768,7 @@ def _bounds(owner: type, name: str) -> str:
 _BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
 
 
-def _describe(error: dict[str, Any], raw: dict[str, Any], root: type) -> list[str]:
+def _describe(error: ErrorDetails, raw: dict[str, Any], root: type) -> list[str]:
     """The lines of one pydantic error (an item of ``ValidationError.errors()``)."""
     kind, loc, given = error["type"], tuple(error["loc"]), error.get("input")
     path, owner, hint, inside = _field_path(loc, root)
@@ -784,7 +789,7 @@ def _describe(error: dict[str, Any], raw: dict[str, Any], root: type) -> list[st
     return [f"{name}: {_value_problem(kind, error, hint, owner, path[-1] if path else '')}"]
 
 
-def _value_problem(kind: str, error: dict[str, Any], hint: Any, owner: Any, field_name: str) -> str:
+def _value_problem(kind: str, error: ErrorDetails, hint: Any, owner: Any, field_name: str) -> str:
     """What is wrong with a field's value: expected vs got."""
     given = error.get("input")
     if kind == "list_type" and isinstance(given, str):

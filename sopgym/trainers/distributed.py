@@ -33,7 +33,7 @@ import datetime
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -86,7 +86,7 @@ class DataParallel:
         owns = not dist.is_initialized()
         if owns:
             backend = "nccl" if device.type == "cuda" else "gloo"
-            kwargs = {"device_id": device} if device.type == "cuda" else {}
+            kwargs: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
             dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
         return cls(rank=rank, world_size=world, local_rank=local_rank, owns_group=owns)
 
@@ -119,7 +119,7 @@ class DataParallel:
         if self.is_main:
             assert per_rank is not None and len(per_rank) == self.world_size, "one item per rank"
         out: list[Any] = [None]
-        dist.scatter_object_list(out, list(per_rank) if self.is_main else None, src=0)
+        dist.scatter_object_list(out, list(per_rank) if self.is_main and per_rank is not None else None, src=0)
         return out[0]
 
     def gather(self, obj: Any) -> list[Any] | None:
@@ -205,7 +205,7 @@ class DataParallel:
         precision = precision or Precision()
         if not self.enabled:
             return LogProbModel(lm, precision.autocast_dtype)
-        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
         model = LogProbModel(lm)
         policy = MixedPrecisionPolicy()  # no casts: the fp32 path stays bit-identical to one process
@@ -215,12 +215,13 @@ class DataParallel:
         for i, block in enumerate(blocks):
             # The last block's parameters are needed again at once by the backward: keep them gathered.
             fully_shard(block, reshard_after_forward=i < len(blocks) - 1, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+        root = fully_shard(model, mp_policy=policy)  # the model itself, now of an FSDPModule class
         for module in model.modules():
-            if hasattr(module, "set_gradient_divide_factor") and hasattr(module, "set_force_sum_reduction_for_comms"):
+            if (isinstance(module, FSDPModule) and hasattr(module, "set_gradient_divide_factor")
+                    and hasattr(module, "set_force_sum_reduction_for_comms")):
                 module.set_gradient_divide_factor(1.0)
                 module.set_force_sum_reduction_for_comms(True)
-        model.set_reduce_scatter_unused_params(True)
+        root.set_reduce_scatter_unused_params(True)
         return model
 
     def full_state_dict(self, model) -> dict[str, torch.Tensor] | None:
@@ -233,7 +234,9 @@ class DataParallel:
             return causal_lm(model).state_dict()
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        # full_state_dict=True: plain tensors (get_model_state_dict is typed for every kind of state value)
+        state = cast("dict[str, torch.Tensor]",
+                     get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
         if not self.is_main:
             return None
         prefix = "lm." if isinstance(model, LogProbModel) else ""

@@ -221,7 +221,11 @@ class TokenCounter:
 @dataclass
 class Run:
     """What a training run holds between its phases: built by ``setup``, advanced by ``rl_step``,
-    completed by ``finish``, released by ``close``."""
+    completed by ``finish``, released by ``close``.
+
+    The fields without a default (``init=False``: ``device``, ``generator``, ``settings``, ``alarms``,
+    ``task_success``, ``result``) are set by ``setup``'s builders before any phase reads them; ``pool``
+    and ``policy`` stay None on the ranks other than 0."""
 
     cfg: TrainConfig
     run_dir: Path
@@ -229,9 +233,9 @@ class Run:
     dp: DataParallel = field(default_factory=DataParallel)
     """This process's place in a data-parallel learner (one process by default)."""
     started: float = field(default_factory=time.time)
-    device: torch.device | None = None
+    device: torch.device = field(init=False)
     backend: str = ""
-    generator: torch.Generator | None = None
+    generator: torch.Generator = field(init=False)
     tokenizer: Any = None
     pool: EnvPool | None = None
     """The envs (rank 0 only)."""
@@ -244,16 +248,17 @@ class Run:
     """The rollout engine that generates rollouts and evaluations (rank 0 only; ``HFPolicy`` by default)."""
     optimizer: Any = None
     scheduler: Any = None
-    settings: StepSettings | None = None
+    settings: StepSettings = field(init=False)
     rollouts: RolloutSettings = field(init=False)
     """How rollouts sample (``rollout.rollout_settings``; held-out evaluations: ``rollouts.held_out``)."""
-    tracker: Tracker | None = None
-    alarms: Alarms | None = None
+    tracker: Tracker = field(default_factory=lambda: Tracker(".", enabled=False))
+    """MLflow (rank 0's; a disabled one, whose calls do nothing, on the other ranks and until ``start_tracking``)."""
+    alarms: Alarms = field(init=False)
     step: int = 0
     """The next RL step to run."""
     cursor: int = 0
     """Training tasks consumed so far (the seed of the next group is derived from it)."""
-    task_success: TaskSuccess | None = None
+    task_success: TaskSuccess = field(init=False)
     """The running success estimate of every training task seen (rank 0 logs it; ``tasks/*``)."""
     curriculum: Curriculum | None = None
     """Which tasks the draws repeat (``algo.curriculum``; None when off); rank 0's is the one used."""
@@ -265,7 +270,7 @@ class Run:
     """The evaluator's records of the greedy evaluation before RL: the after-RL one is paired with them."""
     val_records: list[dict[str, Any]] = field(default_factory=list)
     """The evaluator's records of the last greedy evaluation."""
-    result: TrainResult | None = None
+    result: TrainResult = field(init=False)
 
     def __post_init__(self) -> None:
         self.rollouts = rollout_settings(self.cfg)
@@ -279,10 +284,9 @@ class Run:
             self.pool.close()
         if self.policy is not None:
             self.policy.close()
-        if self.tracker is not None:
-            if status == "FAILED" and self.tracker.enabled:  # rank 0's tracker (the others' are off)
-                _log_failures(self)
-            self.tracker.end(status)
+        if status == "FAILED" and self.tracker.enabled:  # rank 0's tracker (the others' are off)
+            _log_failures(self)
+        self.tracker.end(status)
         if status != "FAILED":  # after a failure a collective could wait for a dead rank: just exit
             self.dp.close()
 
@@ -628,6 +632,7 @@ def sync_weights(run: Run) -> None:
     its own tensors back: nothing is copied."""
     state = run.dp.full_state_dict(run.model)
     if run.policy is not None:
+        assert state is not None  # the engine is rank 0's, where the full state is gathered
         run.policy.load_weights(state)
 
 
@@ -683,7 +688,9 @@ def rl_step(run: Run) -> dict[str, float]:
 
     # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter, implied by ----
     # dynamic sampling: groups all right or all wrong are not trained on)
-    trainable, zv_stats, too_long = [], {}, []
+    trainable: list[Episode] = []
+    zv_stats: dict[str, float] = {}
+    too_long: list[Episode] = []
     if dp.is_main:
         trainable, zv_stats = assign_advantages(
             episodes, cfg.algo.advantage, cfg.algo.passk_k, cfg.algo.component_norm,
@@ -712,7 +719,7 @@ def rl_step(run: Run) -> dict[str, float]:
     metrics: dict[str, float] = {"step": step, **_optimisation_metrics(opt_stats, train_s)}
     if dp.enabled and opt_stats:  # each rank's own throughput: its tokens over its optimiser steps' time
         rates = dp.gather(sum(st["rank_num_tokens"] for st in opt_stats) / max(sum(st["seconds"] for st in opt_stats), 1e-9))
-        if dp.is_main:
+        if rates is not None:  # rank 0's: every rank's rate
             metrics.update({f"perf/rank{k}/train_tokens_per_s": r for k, r in enumerate(rates)})
     metrics["perf/optimisation_seconds"] = train_s
     if dp.is_main:
@@ -760,6 +767,7 @@ def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
     if first_group_id:
         specs = [dataclasses.replace(spec, group_id=spec.group_id + first_group_id) for spec in specs]
     run.cursor += fresh
+    assert run.pool is not None  # rank 0's
     return collect(run.pool, specs, run.policy, run.tokenizer, run.rollouts, generator=run.generator)
 
 
@@ -782,6 +790,7 @@ def _held_out(run: Run, samples: int, temperature: float, seed: int) -> list[Epi
     """``samples`` episodes of each of the first ``eval_num_tasks`` held-out tasks at ``temperature``."""
     cfg = run.cfg
     specs = group_spec_list(cfg.env.env_ids, cfg.env.val_split, 0, cfg.eval_num_tasks, samples)
+    assert run.pool is not None  # rank 0's
     return collect(run.pool, specs, run.policy, run.tokenizer, run.rollouts.held_out(temperature),
                    generator=torch.Generator().manual_seed(seed))
 
@@ -837,7 +846,7 @@ def save_sft_checkpoint(run: Run) -> None:
     """The SFT-only checkpoint ``<run_dir>/sft/`` (``checkpoint.save_sft``), at the end of SFT; every
     rank calls it (the full state dict is gathered from the shards onto rank 0, which writes it)."""
     state = run.dp.full_state_dict(run.model)
-    if run.dp.is_main:
+    if state is not None:  # rank 0's: the gathered state, which it writes
         path = checkpoint.save_sft(run.run_dir, model_state=state, tokenizer=run.tokenizer, generator=run.generator,
                                    config=config_to_dict(run.cfg), demonstrations=run.result.demonstrations)
         log.info("SFT-only checkpoint %s", path)

@@ -114,13 +114,15 @@ def load_model(cfg: ModelConfig, tokenizer, backend: str, device: torch.device, 
             pad_token_id=tokenizer.pad_token_id,
             bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
-            attn_implementation=impl,
+            # PreTrainedConfig takes it from **kwargs at run time; LlamaConfig's typed signature omits it
+            attn_implementation=impl,  # type: ignore[call-arg]
         )
-        model = LlamaForCausalLM(config).to(dtype)
+        # transformers wraps PreTrainedModel.to in a decorator whose type wants the module first
+        model = LlamaForCausalLM(config).to(dtype)  # type: ignore[arg-type]
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.config.use_cache = False
-    return model.to(device)
+    return model.to(device)  # type: ignore[arg-type]  # as above: transformers' typing of .to
 
 
 def _wide(x: torch.Tensor) -> torch.Tensor:
@@ -246,6 +248,7 @@ class LogProbModel(torch.nn.Module):
         logp_BT = logp_N.new_zeros(num_B, num_T).index_put((rows_N // num_T, rows_N % num_T), logp_N)
         entropy_BT = None
         if with_entropy:
+            assert entropy_K is not None  # computed for keep_N
             rows_K = rows_N[keep_N]
             entropy_BT = entropy_K.new_zeros(num_B, num_T).index_put((rows_K // num_T, rows_K % num_T), entropy_K)
         return logp_BT, entropy_BT

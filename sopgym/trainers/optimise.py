@@ -197,9 +197,11 @@ def scatter_episodes(groups: list[list[Episode]] | None, s: StepSettings, dp: Da
     """Each group (an optimiser step's episodes, read on rank 0) split over the ranks by tokens
     (``distributed.split_by_tokens``): this rank's share of every group. One process: the groups as they are."""
     if not dp.enabled:
+        assert groups is not None, "one process is rank 0, which reads the groups"
         return groups
-    per_rank = None
+    per_rank: list[list[list[Episode]]] | None = None
     if dp.is_main:
+        assert groups is not None, "rank 0 reads the groups"
         per_rank = [[[] for _ in groups] for _ in range(dp.world_size)]
         for g, group in enumerate(groups):
             shares = split_by_tokens([len(ep.ids) for ep in group], dp.world_size, s.row_tokens, s.packed)
@@ -316,6 +318,7 @@ def accumulate_gradients(
         logp_BT, entropy_BT = token_logprobs(
             model, batch, backend, s.temperature, with_entropy=True, select_BT=select_BT, entropy_select_BT=policy_BT
         )
+        assert entropy_BT is not None  # with_entropy
         f = {k: v.to(device=device, dtype=logp_BT.dtype) for k, v in batch.fields_BT.items()}
         mask_BT = f["mask"]
         if sft:
@@ -420,6 +423,7 @@ def rl_update(
     """
     minibatches = None
     if dp.is_main:
+        assert episodes is not None, "rank 0 holds the step's episodes"
         chunk = (len(episodes) + num_minibatches - 1) // num_minibatches
         minibatches = [episodes[mb : mb + chunk] for mb in range(0, len(episodes), chunk)]
     minibatches = scatter_episodes(minibatches, s, dp)

@@ -106,7 +106,8 @@ class RayRolloutEngine:
 
         buffer = io.BytesIO()
         torch.save(model, buffer)
-        actor_class = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(EngineActor)
+        # Any: the actor's methods are reached at run time (``handle.method.remote``), which Ray's types cannot follow
+        actor_class: Any = ray.remote(num_cpus=num_cpus, num_gpus=num_gpus)(EngineActor)
         self._actor = actor_class.remote(
             buffer.getvalue(), tokenizer, num_threads or torch.get_num_threads(),
             {"static_cache": static_cache, "bucket_by_length": bucket_by_length},

@@ -135,7 +135,7 @@ def collect(pool: EnvPool, specs: list[EpisodeSpec], policy, tokenizer, settings
 
 def group_spec_list(env_ids: list[str], split: str, first_seed: int, num_tasks: int, group_size: int) -> list[EpisodeSpec]:
     """``num_tasks`` tasks from consecutive seeds (env ids alternate), each repeated ``group_size`` times."""
-    specs = []
+    specs: list[EpisodeSpec] = []
     for t in range(num_tasks):
         seed = first_seed + t
         env_id = env_ids[seed % len(env_ids)]

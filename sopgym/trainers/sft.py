@@ -74,7 +74,7 @@ def trajectory_texts(trajectories: list[dict[str, Any]]) -> list[str]:
     """Texts to train the offline BPE on: message contents and tool schemas."""
     import json
 
-    texts = []
+    texts: list[str] = []
     for traj in trajectories:
         texts.extend(str(m.get("content") or "") for m in traj["messages"])
         texts.append(json.dumps(traj["tools"]))
@@ -263,7 +263,9 @@ def train_sft(
         copy = CopyPretraining.from_config(sft, tokenizer)
     epochs, batch_episodes, whole_steps = sft.epochs, sft.batch_episodes, sft.whole_steps
     short_steps, short_batch_episodes = sft.short_context_steps, sft.short_context_batch_episodes
-    num_episodes = dp.broadcast(len(episodes) if dp.is_main else None)
+    assert episodes is not None or not dp.is_main, "train_sft: expected the demonstrations on rank 0, got None"
+    demos = episodes or []  # read on rank 0 only
+    num_episodes = dp.broadcast(len(demos) if dp.is_main else None)
     num_short = dp.broadcast(len(short_episodes or []) if dp.is_main else None) if short_steps else 0
     if short_steps and not num_short:
         raise ValueError(f"sft short-context stage: expected episodes for its {short_steps} steps, got none")
@@ -282,7 +284,7 @@ def train_sft(
 
         def draw(count: int, size: int) -> list[int]:
             nonlocal order
-            picked = []
+            picked: list[int] = []
             while len(picked) < count:
                 if not order:
                     order = torch.randperm(size, generator=generator).tolist()
@@ -302,12 +304,12 @@ def train_sft(
                 yield "whole", order[start : start + batch_episodes]
 
     for step, (stage, picked) in enumerate(batches()):
-        source = short_episodes if stage == "short" else episodes
+        source = (short_episodes or []) if stage == "short" else demos
         extra = copy.batch_sequences if stage == "copy" else copy.mix_sequences
         # Drawn on every rank, so that the ranks' generators stay equal.
         copies = copy_sequences(copy.pool, extra, generator, copy.lengths) if extra else []
         batch = [source[i] for i in picked] + copies if dp.is_main else None
-        (mine,) = scatter_episodes([batch] if dp.is_main else None, settings, dp)
+        (mine,) = scatter_episodes([batch] if batch is not None else None, settings, dp)
         stats = optimiser_step(model, None, optimizer, scheduler, mine, settings, backend, loss_name="sft", dp=dp)
         stats["short_context"] = float(stage == "short")
         stats["copy_stage"] = float(stage == "copy")

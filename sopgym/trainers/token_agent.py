@@ -149,6 +149,7 @@ class TokenAgent:
         if self.check_start is not None:
             self.check_start(spec, info)
         messages, tools = shown_chat(info["messages"], info.get("tools"), self.system_turn)
+        assert spec.seed is not None, f"{spec.env_id}: a token episode is seeded (Episode.seed poses its task again)"
         ep = Episode(task_id=str(info.get("task_id")), group_id=spec.group_id, seed=spec.seed, env_id=spec.env_id,
                      messages=messages, tools=tools)
         builder = EpisodeBuilder(self.tokenizer, ep)

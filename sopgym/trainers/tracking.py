@@ -56,19 +56,25 @@ class Tracker:
             self.client.update_run(run_id, status="RUNNING")
             self._watermark = self._max_logged_step()
 
+    @property
+    def _id(self) -> str:
+        """The run id of an enabled tracker (``__init__`` created or reopened the run)."""
+        assert self.run_id is not None, "a disabled tracker has no run"
+        return self.run_id
+
     def _max_logged_step(self) -> int:
-        history = self.client.get_metric_history(self.run_id, "train/step")
+        history = self.client.get_metric_history(self._id, "train/step")
         return max((m.step for m in history), default=-1)
 
     def log_params(self, params: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        existing = self.client.get_run(self.run_id).data.params
+        existing = self.client.get_run(self._id).data.params
         from mlflow.entities import Param
 
         new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         for i in range(0, len(new), 100):
-            self.client.log_batch(self.run_id, params=new[i : i + 100])
+            self.client.log_batch(self._id, params=new[i : i + 100])
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> bool:
         """Log finite metrics at ``step`` (plus ``train/step``); False when the step was already logged."""
@@ -84,7 +90,7 @@ class Tracker:
         rows = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and math.isfinite(v)]
         rows.append(Metric("train/step", float(step), now, step))
         for i in range(0, len(rows), 500):
-            self.client.log_batch(self.run_id, metrics=rows[i : i + 500])
+            self.client.log_batch(self._id, metrics=rows[i : i + 500])
         self._watermark = step
         return True
 
@@ -97,21 +103,21 @@ class Tracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        existing = {m.step for m in self.client.get_metric_history(self.run_id, next(iter(metrics)))} if metrics else set()
+        existing = {m.step for m in self.client.get_metric_history(self._id, next(iter(metrics)))} if metrics else set()
         if step in existing:
             return
         rows = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None and math.isfinite(v)]
-        self.client.log_batch(self.run_id, metrics=rows)
+        self.client.log_batch(self._id, metrics=rows)
 
     def set_tag(self, key: str, value: Any) -> None:
         if self.enabled:
-            self.client.set_tag(self.run_id, key, str(value))
+            self.client.set_tag(self._id, key, str(value))
 
     def log_artifact(self, path: str | Path) -> None:
         if self.enabled:
-            self.client.log_artifact(self.run_id, str(path))
+            self.client.log_artifact(self._id, str(path))
 
     def end(self, status: str = "FINISHED") -> None:
         """``FINISHED``, ``FAILED`` (exception) or ``KILLED`` (SIGTERM / Ctrl-C)."""
         if self.enabled:
-            self.client.set_terminated(self.run_id, status=status)
+            self.client.set_terminated(self._id, status=status)

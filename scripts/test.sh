@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): every test suite of the project, after scripts/setup.sh.
 #
+#   0. the type check: mypy on the package (`.venv/bin/python -m mypy`, configured in mypy.ini); a
+#      finding fails this script, after the suites have run;
 #   1. the main suite, in .venv (`.venv/bin/python -m pytest`; arguments of this script go to it);
 #   2. the suites whose dependencies conflict with the main environment's, each in its own tox
 #      environment (docs/integrations.md): `openenv` (the OpenEnv server and the remote env), `trl`,
@@ -26,6 +28,8 @@ if [ "$run_tox" = 1 ]; then
 fi
 
 status=0
+echo "test: mypy (mypy.ini)"
+.venv/bin/python -m mypy || status=$?
 .venv/bin/python -m pytest "$@" || status=$?
 
 if [ "$run_tox" = 1 ]; then

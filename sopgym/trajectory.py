@@ -3,7 +3,7 @@
 A trajectory file is JSONL, one JSON object per line, each with a ``type``:
 
 * ``run`` (files of ``sopgym eval`` only, first line): ``format`` (:data:`TRAJECTORY_FORMAT`, the
-  version of this format) and ``identity`` (the run's settings); see :mod:`sopgym.evaluation.suite`.
+  version of this format) and ``identity`` (the run's settings); see :mod:`sopgym.bench.suite`.
   Files without a run line (:class:`~sopgym.envs.wrappers.RecordTrajectory`'s, the episode runner's)
   are of the same format;
 * ``reset``, ``step``, ``episode``: one episode's lines (:func:`reset_line`, :func:`step_line`,
@@ -17,7 +17,7 @@ Every writer (:class:`~sopgym.envs.wrappers.RecordTrajectory`, ``sopgym eval``'s
 of the episode runner writing :func:`~sopgym.episodes.runner.trajectory_lines`) writes through :class:`TrajectoryWriter`, and every
 reader (:func:`sopgym.evaluation.records.load_records`, ``sopgym show`` and the viewer's
 :func:`~sopgym.evaluation.episode_text.read_trajectory`, ``--resume`` and ``sopgym rescore``'s
-:func:`~sopgym.evaluation.suite.read_trajectory_run`) reads through :func:`numbered_lines` and
+:func:`~sopgym.bench.suite.read_trajectory_run`) reads through :func:`numbered_lines` and
 :func:`loads_line` (so a line that is not UTF-8 JSON is worded one way, :class:`UnreadableLine`) and refuses a run line of another format with :func:`check_format`; each keeps its
 own checks of what the lines hold.
 

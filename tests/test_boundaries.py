@@ -46,6 +46,9 @@ _ADAPTERS = ("sopgym.integrations",)
     # bring back the import cycle that lazy imports used to paper over.
     ("sop_tasks", _ABOVE_TASKS + ("gymnasium",) + _ADAPTERS),
     ("sopgym/evaluation", ("sopgym.envs.reward",)),
+    # The evaluator scores finished episodes: running them (the episode layer) and running a benchmark
+    # (sopgym/bench/: suites, preflight, rescore) sit above it and import it, never the other way.
+    ("sopgym/evaluation", ("sopgym.episodes", "sopgym.bench")),
     ("sopgym/trainers", ("sopgym.sandboxes",) + _ADAPTERS),
 ])
 def test_module_never_imports(folder, forbidden):
@@ -73,8 +76,8 @@ def test_the_episode_record_sits_below_its_producers_and_the_evaluator():
 
 def test_the_episode_layer_takes_only_the_evaluators_score_from_the_evaluation_package():
     """A result's success is ``sopgym.evaluation.metrics.score_record`` (which imports nothing of the
-    envs or the episode layer); the rest of the evaluation package (suites, preflight, reports) runs its
-    episodes through ``sopgym.episodes``, so importing any more of it from there would make a file cycle."""
+    envs or the episode layer); the suites and the preflight that run episodes through ``sopgym.episodes``
+    are ``sopgym.bench``, above both, and the evaluator imports nothing of the episode layer."""
     found = sorted({m for _, m in _imports("sopgym/episodes") if m == "sopgym.evaluation" or m.startswith("sopgym.evaluation.")})
     assert found == ["sopgym.evaluation.metrics"]
 
@@ -141,16 +144,6 @@ def test_the_episode_layer_has_no_import_cycle():
     assert _cycles(graph) == []
 
 
-# Module imports that run against the packages' order and are known, each with what removes it. They
-# are left out of the package graph below; anything else that closes a package cycle fails the test.
-_KNOWN_UPHILL = {
-    # A result's success is the evaluator's score_record; metrics.py imports nothing of the episodes
-    # or the envs. It goes when the evaluation package keeps only scoring (issue 21: the suites and the
-    # preflight, which run episodes, leave it).
-    ("sopgym.episodes.runner", "sopgym.evaluation.metrics"),
-}
-
-
 def _sopgym_package_graph():
     """``{package: packages it imports}`` over sopgym's subpackages and top-level modules (a module
     stands for its package: ``sopgym.trainers.loop`` is ``sopgym.trainers``), lazy imports included."""
@@ -159,7 +152,7 @@ def _sopgym_package_graph():
         here = ".".join(module.split(".")[:2])
         for dep in deps:
             there = ".".join(dep.split(".")[:2])
-            if there != here and (module, dep) not in _KNOWN_UPHILL:
+            if there != here:
                 graph.setdefault(here, set()).add(there)
     return {k: sorted(v) for k, v in graph.items()}
 
@@ -302,8 +295,8 @@ def _loaded_after(code: str, modules) -> list[str]:
 def test_model_agents_import_their_heavy_packages_only_when_a_model_is_made():
     code = (
         "import sopgym.agents, sopgym.agents.openai_chat, sopgym.agents.hf_local, sopgym.agents.gguf\n"
-        "import sopgym.agents.local_server, sopgym.evaluation.eval_command, sopgym.cli.evaluate, sopgym.evaluation.report\n"
-        "import sopgym.evaluation.preflight\n"
+        "import sopgym.agents.local_server, sopgym.bench.eval_command, sopgym.cli.evaluate, sopgym.evaluation.report\n"
+        "import sopgym.bench.preflight\n"
     )
     assert _loaded_after(code, ("openai", "torch", "transformers", "matplotlib", "httpx", "httpx2")) == []
 

@@ -253,12 +253,12 @@ def test_progress_bar_writes_one_final_line_when_not_a_terminal():
 @pytest.fixture
 def no_episodes(monkeypatch):
     """Fails the test if `sopgym eval` gets as far as running episodes."""
-    import sopgym.evaluation.suite
+    import sopgym.bench.suite
 
     def refuse(*args, **kwargs):
         raise AssertionError("episodes ran before the arguments were checked")
 
-    monkeypatch.setattr(sopgym.evaluation.suite, "run_suite", refuse)
+    monkeypatch.setattr(sopgym.bench.suite, "run_suite", refuse)
 
 
 def _traj_line():

@@ -1,4 +1,4 @@
-"""`sopgym eval`'s pre-flight (sopgym/evaluation/preflight.py): a run whose backends cannot run is
+"""`sopgym eval`'s pre-flight (sopgym/bench/preflight.py): a run whose backends cannot run is
 refused before its first episode, naming the fix that really avoids the backend; a turn limit the
 oracle cannot meet is a warning with the oracle's measured needs; a built-in policy takes a model run's
 command line (model options ignored, with a note). The model server's pre-flight: tests/agents/."""
@@ -21,12 +21,12 @@ WR = "sopgym/WarehouseReceiving-v0"
 @pytest.fixture
 def no_episodes(monkeypatch):
     """Fails the test if `sopgym eval` gets as far as running episodes."""
-    import sopgym.evaluation.suite
+    import sopgym.bench.suite
 
     def refuse(*args, **kwargs):
         raise AssertionError("episodes ran although the pre-flight should have refused the run")
 
-    monkeypatch.setattr(sopgym.evaluation.suite, "run_suite", refuse)
+    monkeypatch.setattr(sopgym.bench.suite, "run_suite", refuse)
 
 
 @pytest.fixture

@@ -97,8 +97,8 @@ def test_a_run_with_out_writes_its_trajectory_beside_the_results_and_resumes_fro
 def test_the_results_file_is_written_as_episodes_finish(tmp_path, monkeypatch):
     """Each write of the results file is a whole, valid JSON document (written to a temporary file
     and renamed), holding the episodes finished so far."""
+    from sopgym.bench import suite
     from sopgym.cli import evaluate
-    from sopgym.evaluation import suite
 
     seen = []
     write = suite.write_results

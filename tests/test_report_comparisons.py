@@ -12,9 +12,9 @@ import re
 import pytest
 
 from sopgym import cli
-from sopgym.evaluation.eval_command import format_results, format_suite
+from sopgym.bench.eval_command import format_results, format_suite
+from sopgym.bench.suite import read_trajectory_run, suite_results, write_results
 from sopgym.evaluation.report import leaderboard_rows, load_results
-from sopgym.evaluation.suite import read_trajectory_run, suite_results, write_results
 
 WR, OF, PI = "sopgym/WarehouseReceiving-v0", "sopgym/OrderFulfilment-v0", "sopgym/PatientIntake-v0"
 

@@ -11,8 +11,8 @@ import gymnasium
 import pytest
 
 from sopgym import cli
+from sopgym.bench.suite import registered_env_ids
 from sopgym.envs.registration import registered_env_ids as pack_env_ids
-from sopgym.evaluation.suite import registered_env_ids
 
 WR = "sopgym/WarehouseReceiving-v0"
 TRUSTED = ["--env-arg", "code_runner=inprocess"]  # scripted policies' code only

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from sopgym import cli
+from sopgym.bench.suite import expand_env_patterns, registered_env_ids, software_info
 from sopgym.episodes.progress import ProgressBar
 from sopgym.evaluation import evaluate_records, load_records
-from sopgym.evaluation.suite import expand_env_patterns, registered_env_ids, software_info
 
 WR, OF = "sopgym/WarehouseReceiving-v0", "sopgym/OrderFulfilment-v0"
 REPO = Path(__file__).resolve().parents[1]

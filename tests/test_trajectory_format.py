@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sopgym import cli
+from sopgym.bench.suite import read_trajectory_run
 from sopgym.evaluation.episode_text import read_trajectory
 from sopgym.evaluation.records import iter_jsonl, load_records
-from sopgym.evaluation.suite import read_trajectory_run
 
 WR = "sopgym/WarehouseReceiving-v0"
 

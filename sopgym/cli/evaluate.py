@@ -1,17 +1,17 @@
 """``sopgym eval``: run a policy (scripted, a model behind an OpenAI-compatible server, or a local
 Hugging Face model) on one env or a suite, and write the evaluator's metrics.
 
-Every run goes through :mod:`sopgym.evaluation.suite`: tasks ``0..N-1`` of the split per env, each
+Every run goes through :mod:`sopgym.bench.suite`: tasks ``0..N-1`` of the split per env, each
 ``--samples-per-task`` times (the same tasks for every kind of policy), one trajectory file (resumable
 with ``--resume``) and one results file holding per-env metrics, the suite's means with 95% intervals
 and the exact configuration. See docs/evaluation.md ("Benchmark a model").
 
 The command reads top to bottom as its phases: :func:`plan_from_arguments` (the envs, their kwargs and
-tasks, checked), the pre-flight (:mod:`sopgym.evaluation.preflight`: the envs' backends, the model
+tasks, checked), the pre-flight (:mod:`sopgym.bench.preflight`: the envs' backends, the model
 server, tasks the turn limit makes unsolvable; a problem refuses the run before any episode, exit code 1),
 :func:`agent_from_arguments` (a built-in policy or a model), :func:`run` (the episodes, with the results
 file kept current) and :func:`write_results` (the tables and the files). The text tables and the
-output-path rules are library parts, in :mod:`sopgym.evaluation.eval_command`.
+output-path rules are library parts, in :mod:`sopgym.bench.eval_command`.
 
 Exit codes: 0 finished; 1 refused by the pre-flight, stopped by the model server, or the results could
 not be written; 2 bad arguments (one line on stderr); 130 interrupted.
@@ -214,7 +214,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def baseline_paths(args: argparse.Namespace, name: str) -> tuple[str | None, str | None]:
     """The results and trajectory files of baseline ``name`` of a run: beside the run's results
     (``r.json`` -> ``r.oracle.json``, ``r.oracle.trajectories.jsonl``); none without them."""
-    from sopgym.evaluation.eval_command import trajectories_beside
+    from sopgym.bench.eval_command import trajectories_beside
 
     if not args.out:
         return None, None
@@ -248,7 +248,7 @@ class EvalPlan:
     """What a run will do, read from its arguments and its envs before anything runs.
 
     Attributes:
-        suite: the episodes (:class:`~sopgym.evaluation.suite.SuitePlan`).
+        suite: the episodes (:class:`~sopgym.bench.suite.SuitePlan`).
         make_env: the picklable env factory (:class:`~sopgym.episodes.factory.EnvFactory`: the run's env
             kwargs, the SOP-Bench-only ones for ``sopbench/*`` envs, and the split).
         env_kwargs: the kwargs every env is made with; ``sopbench_kwargs`` those of SOP-Bench envs only.
@@ -276,7 +276,7 @@ def _is_sopbench(env_id: str) -> bool:
 def _check_counts_and_paths(args: argparse.Namespace) -> None:
     """The options that do not depend on the envs (raises CommandError). Sets the defaults that depend
     on other options: --concurrency, and --trajectories beside --out."""
-    from sopgym.evaluation.eval_command import check_output_paths, trajectories_beside
+    from sopgym.bench.eval_command import check_output_paths, trajectories_beside
 
     if args.ray_address is not None and not args.workers:
         raise CommandError(f"--ray-address {args.ray_address!r} needs --workers N (N >= 1)")
@@ -330,7 +330,7 @@ def _check_model_options(args: argparse.Namespace) -> str | None:
 
 def _env_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
     """The env ids (globs expanded), the kwargs of every env and those of SOP-Bench envs only."""
-    from sopgym.evaluation.suite import expand_env_patterns
+    from sopgym.bench.suite import expand_env_patterns
 
     try:
         env_ids = expand_env_patterns(args.env)
@@ -372,9 +372,9 @@ def plan_from_arguments(args: argparse.Namespace) -> EvalPlan:
     import gymnasium as gym
 
     import sopgym  # noqa: F401 - registers the envs
+    from sopgym.bench.preflight import backend_needs, oracle_turn_findings
+    from sopgym.bench.suite import SuitePlan
     from sopgym.episodes.factory import EnvFactory
-    from sopgym.evaluation.preflight import backend_needs, oracle_turn_findings
-    from sopgym.evaluation.suite import SuitePlan
 
     _check_counts_and_paths(args)
     env_ids, env_kwargs, sopbench_kwargs = _env_settings(args)
@@ -409,7 +409,7 @@ def _preflight(args: argparse.Namespace, plan: EvalPlan) -> tuple[Any, dict[str,
     Raises:
         CommandError: the agent's settings (one line).
     """
-    from sopgym.evaluation.preflight import (
+    from sopgym.bench.preflight import (
         backend_findings,
         checked_here,
         endpoint_findings,
@@ -558,7 +558,7 @@ class _Recorder:
     """The run's finished episodes, and its results file kept current as they finish."""
 
     def __init__(self, args: argparse.Namespace, plan: EvalPlan, agent: Any, identity: dict[str, Any]):
-        from sopgym.evaluation.suite import software_info
+        from sopgym.bench.suite import software_info
 
         self.args, self.plan, self.agent, self.identity = args, plan, agent, identity
         self.started = time.time()
@@ -593,7 +593,7 @@ class _Recorder:
     def results(self, status: str) -> dict[str, Any]:
         """The results of the episodes finished so far (a running run's without intervals, and with
         the largest k its tasks' samples allow)."""
-        from sopgym.evaluation.suite import suite_results
+        from sopgym.bench.suite import suite_results
 
         outcomes = [self.finished[i] for i in sorted(self.finished)]
         k, n_bootstrap = self.args.k, self.args.n_bootstrap
@@ -610,7 +610,7 @@ class _Recorder:
 
     def save(self, status: str) -> str | None:
         """Write the results so far (when there is a file and an episode); why not, if that failed."""
-        from sopgym.evaluation import suite
+        from sopgym.bench import suite
 
         if not self.args.out or not self.finished:
             return None
@@ -642,7 +642,7 @@ def run(args: argparse.Namespace, plan: EvalPlan, agent: Any, model_identity: di
     import gymnasium as gym
 
     from sopgym.agents.chat import ServerRefused
-    from sopgym.evaluation import suite
+    from sopgym.bench import suite
 
     identity = plan.identity(args.policy, model_identity)
     _run_folder(args)
@@ -684,8 +684,8 @@ def run(args: argparse.Namespace, plan: EvalPlan, agent: Any, model_identity: di
 # --------------------------------------------------------------------------------------------------
 def write_results(args: argparse.Namespace, results: dict[str, Any]) -> int:
     """Print each env's table (and the suite's), write the results file; returns the exit code."""
-    from sopgym.evaluation import suite
-    from sopgym.evaluation.eval_command import format_results, format_suite
+    from sopgym.bench import suite
+    from sopgym.bench.eval_command import format_results, format_suite
 
     for env_id, metrics in results["envs"].items():
         print(format_results(metrics, env_id, args.policy, args.split))

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from sopgym.evaluation.tables import table
+from sopgym.bench.tables import table
 
 __all__ = ["build_parser", "main", "env_summaries"]
 

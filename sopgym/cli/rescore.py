@@ -1,6 +1,6 @@
 """``sopgym rescore TRAJECTORIES [--out RESULTS]``: the recorded episodes of a ``sopgym eval`` run scored
 again by the current evaluator, written as a results file ``sopgym report`` reads
-(:mod:`sopgym.evaluation.rescore`)."""
+(:mod:`sopgym.bench.rescore`)."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def main(argv: list[str]) -> int:
     """Exit codes: 0 written, 2 a damaged or foreign trajectory file or a bad output path (one line on stderr),
     1 the results could not be written."""
     args = build_parser().parse_args(argv)
-    from sopgym.evaluation.eval_command import check_output_paths, format_results, format_suite
-    from sopgym.evaluation.rescore import rescore_trajectories
-    from sopgym.evaluation.suite import write_results
+    from sopgym.bench.eval_command import check_output_paths, format_results, format_suite
+    from sopgym.bench.rescore import rescore_trajectories
+    from sopgym.bench.suite import write_results
 
     out = args.out or default_out(args.trajectories)
     problem = check_output_paths(out, None)

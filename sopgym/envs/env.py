@@ -309,7 +309,7 @@ class SOPEnv(gym.Env):
 
     def backend_needs(self) -> list[BackendNeed]:
         """The backends this env's episodes will need, checked before a run starts
-        (:mod:`sopgym.evaluation.preflight`): Docker for the code runner (``code_runner="docker"``, when the
+        (:mod:`sopgym.bench.preflight`): Docker for the code runner (``code_runner="docker"``, when the
         pack has code tools) and for ``sandbox="docker"`` (when it has stateful tools)."""
         needs = []
         if self.pack.verifiable is not None and self.code_runner == "docker":

@@ -1,5 +1,6 @@
 """The independent evaluator: metrics recomputed from finished episodes, pass@k, bootstrap intervals,
-suite results and reports. Episodes are run by :mod:`sopgym.episodes`; this package scores them.
+reports and the episode viewer. Episodes are run by :mod:`sopgym.episodes` and benchmark suites by
+:mod:`sopgym.bench`; this package scores them and imports neither.
 
 Apart from the reward code by design: it shares only :mod:`sopgym.scoring` (answer validation and
 normalisation) and :mod:`sopgym.status` (the status classes) with it, and never imports

@@ -1,7 +1,7 @@
 """A run's identity, and the differences between two: the one definition ``--resume`` and
 ``sopgym report`` share.
 
-``sopgym eval`` stores a run's **identity** (:mod:`.suite`: the policy, the model's settings that
+``sopgym eval`` stores a run's **identity** (:mod:`sopgym.bench.suite`: the policy, the model's settings that
 change its answers, the plan: env ids, split, tasks per env, samples per task, seed; the env kwargs
 and the SOP-Bench-only ones such as ``prompt_style``) in the trajectory file's ``run`` line and in the
 results' ``config.identity``, and the software it ran on in ``config.software``.

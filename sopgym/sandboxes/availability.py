@@ -1,5 +1,5 @@
 """Whether a backend can be used now, asked before any episode starts (the pre-flight of
-:mod:`sopgym.evaluation.preflight`).
+:mod:`sopgym.bench.preflight`).
 
 An env lists what its episodes will need as :class:`BackendNeed` values (``env.unwrapped.backend_needs()``):
 which backend, what in the env uses it, a check that says why it cannot be used now (None when it can),

@@ -22,12 +22,12 @@ require("openai")
 
 @pytest.fixture
 def no_episodes(monkeypatch):
-    import sopgym.evaluation.suite
+    import sopgym.bench.suite
 
     def refuse(*args, **kwargs):
         raise AssertionError("episodes ran although the pre-flight should have refused the run")
 
-    monkeypatch.setattr(sopgym.evaluation.suite, "run_suite", refuse)
+    monkeypatch.setattr(sopgym.bench.suite, "run_suite", refuse)
 
 
 def _down() -> str:

@@ -13,12 +13,12 @@ WITH_TOOLS = ["sopbench/cells-v0", "sopbench/helpdesk-v0", "sopbench/intake-v0"]
 @pytest.mark.parametrize("env_id", WITH_TOOLS)
 def test_docker_unreachable_refuses_the_docker_tools_runner_with_the_runner_fix(env_id, fixture_report, monkeypatch,
                                                                                tmp_path, capsys):
-    import sopgym.evaluation.suite
+    import sopgym.bench.suite
 
     def refuse(*args, **kwargs):
         raise AssertionError("episodes ran although the pre-flight should have refused the run")
 
-    monkeypatch.setattr(sopgym.evaluation.suite, "run_suite", refuse)
+    monkeypatch.setattr(sopgym.bench.suite, "run_suite", refuse)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     assert cli.main(["eval", "--env", env_id, "--policy", "groundtruth-replay", "--episodes", "1", "--quiet"]) == 1
     err = capsys.readouterr().err

@@ -6,7 +6,7 @@ lines), read by :func:`~.suite.read_trajectory_run`, the reader ``--resume`` use
 a damaged file is one ``ValueError`` naming the file and the line. Every finished episode is checked
 against the plan of its run line (env, seed and options of its place in the plan, as ``--resume``
 checks), then its record (answer, expected answer, fields, states) is judged again by
-:func:`~.metrics.score_record` through :func:`~.suite.suite_results`, which also writes the usage
+:func:`~sopgym.evaluation.metrics.score_record` through :func:`~.suite.suite_results`, which also writes the usage
 from the recorded turns: the results are those ``sopgym eval`` writes for the same episodes
 (``sopgym report`` reads them). A half-written tail (an episode whose ``episode`` line never came)
 is not scored; the results' ``run`` block says how many episodes of the plan were found.

@@ -34,7 +34,7 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
     """One env's metrics as the table ``sopgym eval`` prints. When every episode was an infrastructure
     failure the policy's scores read "not measured" (their zeros say nothing of the policy); the
     counts of turns, truncations and failures stay."""
-    from .metrics import NOT_MEASURED, measured
+    from sopgym.evaluation.metrics import NOT_MEASURED, measured
 
     scored = measured(results)
     ci = results.get("ci95", {})
@@ -100,7 +100,7 @@ def format_results(results: dict[str, Any], env_id: str | None = None, policy: s
 def format_suite(results: dict[str, Any]) -> str:
     """The suite's summary: one line per env and the mean with its interval; the share of episodes
     that failed for the infrastructure, and "not measured" for a line all of whose episodes did."""
-    from .metrics import NOT_MEASURED, measured
+    from sopgym.evaluation.metrics import NOT_MEASURED, measured
 
     def line(label: str, m: dict[str, Any], compat: Any) -> list[str]:
         ci = m.get("ci95", {}).get("task_success_rate")

@@ -12,7 +12,7 @@ finished episode's lines in :func:`~sopgym.episodes.runner.trajectory_lines`' fo
 writing), checks the identity and each episode's env, seed and options against the plan, and runs
 only the episodes still missing, appending to the file.
 
-Results (:func:`suite_results`): per env, the evaluator's metrics (:func:`~.metrics.evaluate_records`),
+Results (:func:`suite_results`): per env, the evaluator's metrics (:func:`~sopgym.evaluation.metrics.evaluate_records`),
 the pass@k curve over every ``k`` the samples allow, the model's usage (tokens, latency, turns cut by
 ``max_tokens``, cost) and, for SOP-Bench envs, the ``sopbench-compat`` score beside the strict one;
 for the suite, the mean over envs (each env weighs the same) with 95% intervals from a bootstrap that
@@ -34,12 +34,11 @@ from typing import Any
 import numpy as np
 
 from sopgym.episodes.progress import ProgressBar
+from sopgym.evaluation.identity import identity_diff
+from sopgym.evaluation.metrics import EpisodeScore, evaluate_records, score_record
+from sopgym.evaluation.passk import pass_at_k
 from sopgym.trajectory import TrajectoryWriter, UnreadableLine, check_format, loads_line, numbered_lines
 from sopgym.trajectory import run_line as new_run_line  # run_suite names its read-back line run_line
-
-from .identity import identity_diff
-from .metrics import EpisodeScore, evaluate_records, score_record
-from .passk import pass_at_k
 
 __all__ = [
     "RESULTS_FORMAT", "SuitePlan", "EpisodeOutcome", "registered_env_ids", "expand_env_patterns", "run_suite",
@@ -549,9 +548,8 @@ def stratified_mean_ci(per_env: Sequence[tuple[np.ndarray, np.ndarray]], *, n_bo
 
 
 def _compat(records: Sequence[Mapping[str, Any]], n_bootstrap: int, seed: int) -> dict[str, Any]:
+    from sopgym.evaluation.passk import bootstrap_ci
     from sopgym.sopbench.compat import NAME, compat_task_success
-
-    from .passk import bootstrap_ci
 
     num, den = _by_task(records, lambda r: compat_task_success(r))
     rate = float(num.sum() / den.sum())

@@ -1,5 +1,5 @@
 """Plain-text tables as the commands print them: a header, a rule, then left-aligned columns (the library's
-tables, sopgym/evaluation/eval_command.py, and the command layer's, sopgym/cli/list_envs.py)."""
+tables, sopgym/bench/eval_command.py, and the command layer's, sopgym/cli/list_envs.py)."""
 
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ class HFPolicy:
             samples = self._generate([prompts[i] for i in idx], [max_new_tokens[i] for i in idx], temperature, top_p, generator)
             for i, sample in zip(idx, samples):
                 out[i] = sample
-        return out  # type: ignore[return-value]
+        return [s for s in out if s is not None]  # every prompt is in one bucket: every slot is filled
 
     def _device_generator(self, generator: torch.Generator | None, device: torch.device) -> torch.Generator | None:
         if generator is None or device.type == "cpu":

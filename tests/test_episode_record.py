@@ -9,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 from sopgym.envs.policies import make_policy
+from sopgym.episodes.runner import run_episode
 from sopgym.evaluation import score_record
 from sopgym.integrations import remote_env
 from sopgym.integrations.protocol import PROTOCOL_KEY, PROTOCOL_VERSION
@@ -26,14 +27,7 @@ def make(env_id):
 
 
 def oracle_record(env):
-    policy = make_policy("oracle")
-    obs, info = env.reset(seed=0)
-    policy.reset(info)
-    done = False
-    while not done:
-        obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
-        done = terminated or truncated
-    return info["episode"]
+    return run_episode(env, make_policy("oracle"), seed=0).record
 
 
 def test_the_envs_records_have_exactly_the_declared_keys(env_id):

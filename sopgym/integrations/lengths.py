@@ -23,7 +23,7 @@ from typing import Any
 
 from ._common import system_with_tools, task_rows
 
-__all__ = ["LIBRARIES", "first_prompt_lengths", "recommended_prompt_length", "check_prompt_length", "main"]
+__all__ = ["LIBRARIES", "first_prompt_lengths", "recommended_prompt_length", "refuse_short_cap", "check_prompt_length", "main"]
 
 #: How each adapter renders the first prompt: ``tools=`` through the chat template, or in the system message.
 LIBRARIES = {"verl": "template", "trl-rollout-func": "template", "skyrl": "system-message"}
@@ -65,13 +65,12 @@ def recommended_prompt_length(longest: int, headroom: float = 0.25, multiple: in
     return -(-want // multiple) * multiple
 
 
-def check_prompt_length(env_ids: Sequence[str], tokenizer, library: str, limit: int, setting: str, **kwargs: Any) -> dict[str, int]:
-    """Refuse a config whose prompt cap is below an env's measured first prompt. Returns ``env -> longest``.
+def refuse_short_cap(longest: Mapping[str, int], limit: int, setting: str) -> None:
+    """Refuse a prompt cap ``setting=limit`` below an env's longest first prompt (``longest``: env -> tokens).
 
     Raises:
-        ValueError: naming the env, its longest first prompt and the value to set.
+        ValueError: naming the envs, their longest first prompt and the value to set.
     """
-    longest = {env_id: max(first_prompt_lengths(env_id, tokenizer, library, **kwargs)) for env_id in env_ids}
     over = {e: n for e, n in longest.items() if n > limit}
     if over:
         worst = max(over.values())
@@ -79,6 +78,16 @@ def check_prompt_length(env_ids: Sequence[str], tokenizer, library: str, limit: 
             f"{setting}={limit} is shorter than the first prompt of {sorted(over)} (longest {worst} tokens with this "
             f"tokenizer, tool schemas included); expected at least that: set {setting}={recommended_prompt_length(worst)}"
         )
+
+
+def check_prompt_length(env_ids: Sequence[str], tokenizer, library: str, limit: int, setting: str, **kwargs: Any) -> dict[str, int]:
+    """Refuse a config whose prompt cap is below an env's measured first prompt. Returns ``env -> longest``.
+
+    Raises:
+        ValueError: naming the env, its longest first prompt and the value to set.
+    """
+    longest = {env_id: max(first_prompt_lengths(env_id, tokenizer, library, **kwargs)) for env_id in env_ids}
+    refuse_short_cap(longest, limit, setting)
     return longest
 
 
@@ -107,12 +116,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sizes = sorted(first_prompt_lengths(env_id, tokenizer, args.library, num_tasks=args.tasks, servers=servers))
         print(f"{env_id:<44} {sizes[len(sizes) // 2]:>7} {sizes[-1]:>8} {recommended_prompt_length(sizes[-1])}")
         longest[env_id] = sizes[-1]
-    over = {e: n for e, n in longest.items() if args.check is not None and n > args.check}
-    if over:
-        worst = max(over.values())
-        parser.exit(2, f"error: {setting}={args.check} is shorter than the first prompt of {sorted(over)} (longest {worst} "
-                       f"tokens with this tokenizer, tool schemas included); expected at least that: set "
-                       f"{setting}={recommended_prompt_length(worst)}\n")
+    if args.check is not None:
+        try:
+            refuse_short_cap(longest, args.check, setting)
+        except ValueError as exc:
+            parser.exit(2, f"error: {exc}\n")
 
 
 if __name__ == "__main__":

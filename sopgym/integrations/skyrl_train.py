@@ -67,20 +67,19 @@ def preflight(cfg, tokenizer, *, servers: Mapping[str, Any] | None = None, num_t
     Raises:
         ValueError: naming the setting, the env, its longest first prompt and the value to set.
     """
-    from .lengths import check_prompt_length
+    from .lengths import first_prompt_lengths, refuse_short_cap
 
     by_env: dict[str, dict[str, Any]] = {}
     for row in env_rows(_data_paths(cfg)):
         by_env.setdefault(row["env_class"], row["env_kwargs"])
     if not by_env:
         raise ValueError(f"expected data.train_data / data.val_data to hold sopgym rows, got no rows in {_data_paths(cfg)}")
-    longest: dict[str, int] = {}
-    caps = [("trainer.max_prompt_length", cfg.trainer.max_prompt_length),
-            ("generator.max_input_length", cfg.generator.max_input_length or cfg.trainer.max_prompt_length)]
-    for env_id, kwargs in sorted(by_env.items()):
-        for setting, limit in caps:
-            longest.update(check_prompt_length([env_id], tokenizer, "skyrl", int(limit), setting, num_tasks=num_tasks,
-                                               env_kwargs=kwargs or None, servers=servers))
+    # Each env's first prompts measured once, then held against both caps.
+    longest = {env_id: max(first_prompt_lengths(env_id, tokenizer, "skyrl", num_tasks=num_tasks, env_kwargs=kwargs or None,
+                                                servers=servers))
+               for env_id, kwargs in sorted(by_env.items())}
+    refuse_short_cap(longest, int(cfg.trainer.max_prompt_length), "trainer.max_prompt_length")
+    refuse_short_cap(longest, int(cfg.generator.max_input_length or cfg.trainer.max_prompt_length), "generator.max_input_length")
     return longest
 
 

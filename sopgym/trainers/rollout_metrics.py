@@ -23,6 +23,7 @@ def assign_advantages(
     that varies only through an invalid-reply penalty teaches nothing about the task), and
     ``rollout/zero_variance_group_fraction`` counts them. In a group with shaping, GRPO divides by the
     outcomes' std (``advantages.grpo``); ``component_norm`` normalises every component itself instead.
+    The statistics also hold the signs and token mass of the trained advantages (``advantage_metrics``).
     """
     groups: dict[int, list[Episode]] = defaultdict(list)
     for ep in episodes:
@@ -55,7 +56,30 @@ def assign_advantages(
     stats = {"rollout/zero_variance_group_fraction": num_zero / num_groups}
     for name in component_names:
         stats[f"rollout/zero_variance_fraction/{name}"] = zero_by_component[name] / num_groups
+    stats.update(advantage_metrics(trainable))
     return trainable, stats
+
+
+def advantage_metrics(trainable: list[Episode]) -> dict[str, float]:
+    """Signs and token mass of the advantages of the episodes trained on (the trainer broadcasts an
+    episode's advantage to each of its policy tokens).
+
+    ``advantage/positive_fraction`` and ``negative_fraction``: shares of the trained episodes with
+    advantage > 0 and < 0 (the rest are 0). ``advantage/positive_token_mass``: the share of
+    ``sum |A| * tokens`` that is positive (0.5: pushes up and down weigh the same per token; below:
+    long failures outweigh short successes). ``advantage/token_mean``: ``sum A * tokens / sum tokens``,
+    the net advantage per policy token.
+    """
+    n = max(1, len(trainable))
+    pos = sum(max(ep.advantage, 0.0) * ep.num_policy_tokens for ep in trainable)
+    neg = sum(max(-ep.advantage, 0.0) * ep.num_policy_tokens for ep in trainable)
+    tokens = sum(ep.num_policy_tokens for ep in trainable)
+    return {
+        "advantage/positive_fraction": sum(ep.advantage > 0 for ep in trainable) / n,
+        "advantage/negative_fraction": sum(ep.advantage < 0 for ep in trainable) / n,
+        "advantage/positive_token_mass": pos / (pos + neg) if pos + neg > 0 else 0.0,
+        "advantage/token_mean": (pos - neg) / max(1, tokens),
+    }
 
 
 def rollout_metrics(episodes: list[Episode]) -> dict[str, float]:

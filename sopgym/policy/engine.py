@@ -45,6 +45,9 @@ class Sample:
     """Log-prob of each sampled id under ``softmax(logits / temperature)``, before any top-p cut."""
     hit_cap: bool
     """Stopped by max_new_tokens rather than by an end-of-turn id."""
+    weights_version: int | None = None
+    """The version of the weights that sampled it, when the caller tags it (the trainer's rollouts:
+    sopgym/trainers/rollout_stream.py); engines leave it None."""
 
 
 @runtime_checkable

@@ -74,6 +74,7 @@ BehaviourLogp = Literal["trainer", "sampler"]
 ISMode = Literal["none", "truncate", "mask"]
 ISLevel = Literal["token", "sequence", "geometric"]
 RolloutEngineBackend = Literal["inprocess", "ray"]
+RolloutMode = Literal["sync", "async"]
 DEVICE_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 RUN_LENGTH_KEYS = ("steps", "eval_every", "checkpoint_every", "progress", "plot")
 """Keys a resumed run may change: how long it goes and how often it stops to evaluate, checkpoint or
@@ -365,6 +366,17 @@ class RolloutConfig(_Combinations):
     engine: Section[RolloutEngineConfig] = field(default_factory=RolloutEngineConfig)
     """Where rollouts are generated: in this process (default) or in a Ray actor
     (``{backend: ray, num_gpus: 1}``)."""
+    mode: RolloutMode = "sync"
+    """``sync``: each step's rollouts are sampled when the step starts, with the weights it trains
+    (on-policy). ``async``: a producer thread on rank 0 samples the batches of later steps while the
+    learner trains on this one, with weights ``max_staleness`` steps old (sopgym/trainers/rollout_stream.py,
+    docs/scaling.md): generation overlaps the update, at the cost of off-policy samples. The engine then
+    holds weights of its own (a copy in this process, or a Ray actor)."""
+    max_staleness: StrictInt = Field(1, ge=0, le=1000)
+    """``async`` only: the batch of step ``b`` is sampled with the weights of step ``max(start, b - K)``
+    (weight versions count RL steps), so no trained sample is more than K steps older than the learner;
+    a sample beyond it is dropped and counted (``async/dropped_episodes``), never trained on. 0: no
+    overlap, the same run as ``sync`` bit for bit (tested)."""
 
 
 @section

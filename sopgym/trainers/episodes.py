@@ -84,6 +84,9 @@ class Episode:
     num_turns: int = 0
     token_cap_hits: int = 0
     """Turns cut by ``max_new_tokens`` (or by the remaining context)."""
+    turn_versions: list[int] = field(default_factory=list)
+    """The weight version each sampled turn came from, in order (the RL steps the learner had taken
+    when the engine sampled it: sopgym/trainers/rollout_stream.py); empty when the generator names none."""
     invalid_actions: int = 0
     tool_failures: int = 0
     done: bool = False

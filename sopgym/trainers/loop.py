@@ -64,6 +64,7 @@ from .optimise import (
 )
 from .rollout import EnvPool, EpisodeSpec, RolloutSettings, collect, group_spec_list, make_env_pool, rollout_settings
 from .rollout_metrics import assign_advantages, eval_metrics, rollout_metrics
+from .rollout_stream import RolloutState, RolloutStream, within_staleness
 from .sampling import Curriculum, TaskSuccess, group_metrics, informative_groups, missing_groups
 from .sft import (
     as_shown,
@@ -246,6 +247,10 @@ class Run:
     ref_model: Any = None
     policy: RolloutEngine | None = None
     """The rollout engine that generates rollouts and evaluations (rank 0 only; ``HFPolicy`` by default)."""
+    stream: RolloutStream | None = None
+    """The RL steps' batches (rank 0, from the end of setup): drawn in step, or ahead by a producer
+    thread (``rollout.mode: async``), which then owns the engine, the envs and the rollout state
+    (``generator``, ``cursor``, ``task_success``, ``curriculum``) until ``close``."""
     optimizer: Any = None
     scheduler: Any = None
     settings: StepSettings = field(init=False)
@@ -280,6 +285,8 @@ class Run:
         return self.result.history
 
     def close(self, status: str) -> None:
+        if self.stream is not None:  # first: its producer uses the pool and the engine
+            self.stream.close()
         if self.pool is not None:
             self.pool.close()
         if self.policy is not None:
@@ -410,11 +417,35 @@ def setup(run: Run, make_env, make_oracle, make_sampler, resume: bool, allow_con
     start_tracking(run, start)
     warm_start(run, start, trajectories)
     build_optimiser(run, start)
-    sync_weights(run)
+    weights = sync_weights(run)
     if start.checkpoint is None and run.cfg.eval_num_tasks and run.dp.is_main:
         run.result.val_before = evaluate(run, 0, sampled=True)
         run.val_before_records = run.val_records
         print(f"held-out success before RL: {run.result.val_before['val/task_success_rate']:.3f}")
+    start_rollouts(run, start, weights)
+
+
+def start_rollouts(run: Run, start: Start, weights) -> None:
+    """The stream of the RL steps' batches (rank 0), from the run's step on; async: its producer starts
+    drawing now. On a resume, the batches the checkpointed run had drawn ahead are counted as discarded
+    (``async/discarded_batches``)."""
+    cfg = run.cfg
+    if start.checkpoint is not None and start.checkpoint.get("discarded_batches"):
+        run.tracker.log_metrics({"async/discarded_batches": float(start.checkpoint["discarded_batches"])}, run.step)
+    if not run.dp.is_main:
+        return
+    assert run.policy is not None  # rank 0's
+    run.stream = RolloutStream(
+        lambda engine: draw_batch(run, engine), run.policy, lambda: rollout_state(run), mode=cfg.rollout.mode,
+        max_staleness=cfg.rollout.max_staleness, first=run.step, last=cfg.steps - 1, initial_state=weights,
+    )
+
+
+def rollout_state(run: Run) -> RolloutState:
+    """The rollout state now (rank 0's: the sampling generator, the task cursor, the task success
+    estimates, the curriculum)."""
+    return RolloutState(run.generator.get_state(), run.cursor, copy.deepcopy(run.task_success.state_dict()),
+                        copy.deepcopy(run.curriculum.state_dict()) if run.curriculum is not None else None)
 
 
 def check_machine(run: Run, check_env_ids: bool) -> None:
@@ -508,7 +539,8 @@ def build_model_and_engine(run: Run, start: Start, make_sampler) -> None:
     ref_lm = copy.deepcopy(lm).eval() if cfg.algo.kl_coef > 0 else None
     if dp.is_main:
         # Under torchrun the engine samples from a full copy of the weights: the learner's are shards.
-        run.policy = build_engine(cfg, lm, run.tokenizer, make_sampler, shared=not dp.enabled)
+        # In async mode too: the learner's weights change while the engine samples.
+        run.policy = build_engine(cfg, lm, run.tokenizer, make_sampler, shared=not dp.enabled and cfg.rollout.mode == "sync")
     run.lm, run.model = lm, dp.wrap(lm, precision)
     if ref_lm is not None:
         for p in ref_lm.parameters():
@@ -626,14 +658,23 @@ def build_engine(cfg: TrainConfig, lm, tokenizer, make_sampler=None, shared: boo
     return HFPolicy(copy.deepcopy(lm).to(precision.compute), tokenizer)
 
 
-def sync_weights(run: Run) -> None:
-    """The learner's weights to the rollout engine (a collective under torchrun: the full state dict
-    is gathered from the shards onto rank 0). A one-process engine on the trained model itself gets
-    its own tensors back: nothing is copied."""
+def sync_weights(run: Run) -> dict[str, torch.Tensor] | None:
+    """The learner's weights to the rollout engine, before the RL steps (a collective under torchrun:
+    the full state dict is gathered from the shards onto rank 0, which gets it back). A one-process
+    engine on the trained model itself gets its own tensors back: nothing is copied."""
     state = run.dp.full_state_dict(run.model)
     if run.policy is not None:
         assert state is not None  # the engine is rank 0's, where the full state is gathered
         run.policy.load_weights(state)
+    return state
+
+
+def publish_weights(run: Run, version: int, changed: bool) -> None:
+    """The weights after ``version`` RL steps to the rollout stream (gathered onto rank 0 under
+    torchrun, a collective), or, when the step did not change them, only their new version."""
+    state = run.dp.full_state_dict(run.model) if changed else None
+    if run.stream is not None:
+        run.stream.publish(version, state)
 
 
 class SFTStepLog:
@@ -661,30 +702,27 @@ class SFTStepLog:
 def rl_step(run: Run) -> dict[str, float]:
     """Run RL step ``run.step`` and advance it; returns the step's metrics (also in ``run.history``).
 
-    Under torchrun every rank calls it: rank 0 collects the rollouts and computes the advantages, the
-    optimisation runs on every rank, rank 0 logs; on the other ranks the metrics hold the
-    optimisation's only."""
+    Under torchrun every rank calls it: rank 0 takes the step's rollouts from the stream and computes
+    the advantages, the optimisation runs on every rank, rank 0 logs; on the other ranks the metrics
+    hold the optimisation's only."""
     cfg, step, dp = run.cfg, run.step, run.dp
 
-    # ---- 1. rollouts (rank 0): batch_size tasks x group_size episodes, one batched generate per turn; ----
-    # with dynamic sampling, further groups until batch_size of them are informative (within max_extra_draws)
-    t0 = time.perf_counter()
-    episodes: list = []
-    extra = 0
+    # ---- 1. rollouts (rank 0): batch_size tasks x group_size episodes, one batched generate per turn ----
+    # (with dynamic sampling, more groups until batch_size are informative): drawn now with this step's
+    # weights (sync), or drawn ahead with weights at most max_staleness steps old (async), then checked
+    # against the bound sample by sample: a group beyond it is dropped and counted
+    episodes: list[Episode] = []
+    batch = None
+    stale: dict[str, float] = {}
     if dp.is_main:
-        if run.curriculum is not None:
-            run.curriculum.begin_step(run.task_success.estimates)
-        episodes = draw_groups(run, cfg.rollout.batch_size, first_group_id=0)
-        while cfg.algo.dynamic_sampling and (more := missing_groups(
-            len(informative_groups(episodes)), cfg.rollout.batch_size, extra, cfg.algo.max_extra_draws
-        )):
-            episodes += draw_groups(run, more, first_group_id=cfg.rollout.batch_size + extra)
-            extra += more
-    else:
-        run.cursor += cfg.rollout.batch_size
+        assert run.stream is not None  # rank 0's
+        batch = run.stream.batch(step)
+        episodes, _, stale = within_staleness(batch.episodes, step, run.stream.max_staleness)
+    cursor = batch.cursor if batch is not None else run.cursor + cfg.rollout.batch_size
     if cfg.algo.dynamic_sampling or cfg.algo.curriculum:  # only rank 0 knows how many fresh groups it drew
-        run.cursor = dp.broadcast(run.cursor)
-    rollout_s = time.perf_counter() - t0
+        cursor = dp.broadcast(cursor)
+    if not dp.is_main:  # rank 0's cursor is the stream's (its producer's, in async mode)
+        run.cursor = cursor
 
     # ---- 2. advantages per group (infra failures excluded; optional zero-variance filter, implied by ----
     # dynamic sampling: groups all right or all wrong are not trained on)
@@ -703,16 +741,17 @@ def rl_step(run: Run) -> dict[str, float]:
             trainable = [ep for ep in trainable if len(ep.ids) <= cfg.optim.row_tokens]
 
     # ---- 3. optimisation: behaviour log-probs, then ppo_epochs x num_minibatches optimiser steps ----
-    # (split over the ranks by tokens under torchrun), then the new weights to the rollout engine
+    # (split over the ranks by tokens under torchrun), then the new weights (version step + 1) to the stream
     t1 = time.perf_counter()
     opt_stats: list[dict[str, float]] = []
     mismatch: dict[str, float] = {}
-    if dp.broadcast(bool(trainable) and any(ep.num_policy_tokens for ep in trainable)):
+    trains = dp.broadcast(bool(trainable) and any(ep.num_policy_tokens for ep in trainable))
+    if trains:
         opt_stats, mismatch = rl_update(
             run.model, run.ref_model, run.optimizer, run.scheduler, trainable, run.settings, run.backend,
             ppo_epochs=cfg.algo.ppo_epochs, num_minibatches=cfg.algo.num_minibatches, dp=dp,
         )
-        sync_weights(run)
+    publish_weights(run, step + 1, changed=trains)
     train_s = time.perf_counter() - t1
 
     # ---- 4. logging and alarms (rank 0) ----
@@ -722,27 +761,29 @@ def rl_step(run: Run) -> dict[str, float]:
         if rates is not None:  # rank 0's: every rank's rate
             metrics.update({f"perf/rank{k}/train_tokens_per_s": r for k, r in enumerate(rates)})
     metrics["perf/optimisation_seconds"] = train_s
-    if dp.is_main:
-        metrics.update({**rollout_metrics(episodes), **zv_stats, **mismatch})
-        metrics.update(run.alarms.after_rollouts(step, episodes, zv_stats))
-        metrics["perf/rollout_seconds"] = rollout_s
-        metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in episodes) / max(rollout_s, 1e-9)
-        metrics["perf/episodes_per_s"] = len(episodes) / max(rollout_s + train_s, 1e-9)
+    if batch is not None:  # rank 0's
+        drawn = batch.episodes
+        metrics.update({**rollout_metrics(drawn), **zv_stats, **mismatch, **stale})
+        metrics.update(run.alarms.after_rollouts(step, drawn, zv_stats))
+        metrics["perf/rollout_seconds"] = batch.seconds
+        metrics["perf/rollout_tokens_per_s"] = sum(ep.num_policy_tokens for ep in drawn) / max(batch.seconds, 1e-9)
+        metrics["perf/episodes_per_s"] = len(drawn) / max(batch.seconds + train_s, 1e-9)
+        metrics["perf/learner_idle_seconds"] = batch.learner_idle_s
+        metrics["perf/engine_idle_seconds"] = batch.engine_idle_s
+        metrics["async/batch_version"] = float(batch.version)
         metrics["train/trained_episodes"] = float(len(trainable))
         metrics["train/dropped_too_long"] = float(len(too_long))
         metrics.update(group_metrics(episodes, trainable))
-        metrics["sampling/extra_groups"] = float(extra)
-        run.task_success.update(episodes)
-        metrics.update(run.task_success.metrics())
-        if run.curriculum is not None:
-            run.curriculum.record(episodes)
-            metrics.update(run.curriculum.metrics())
+        metrics["sampling/extra_groups"] = float(batch.extra_groups)
+        metrics.update(batch.metrics)
     run.history.append(metrics)
     run.step = step + 1
 
     # ---- 5. held-out evaluation every eval_every steps (rank 0; the last one is finish's) ----
     if cfg.eval_every and run.step % cfg.eval_every == 0 and run.step < cfg.steps and cfg.eval_num_tasks and dp.is_main:
-        evaluate(run, run.step)
+        assert run.stream is not None
+        with run.stream.exclusive():
+            evaluate(run, run.step)
     run.tracker.log_metrics(metrics, step)
 
     # ---- 6. checkpoint ----
@@ -751,11 +792,35 @@ def rl_step(run: Run) -> dict[str, float]:
     return metrics
 
 
-def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
+def draw_batch(run: Run, engine) -> tuple[list[Episode], int, dict[str, float], int]:
+    """One step's rollouts with ``engine`` (rank 0; in async mode in the stream's producer thread):
+    ``rollout.batch_size`` groups, and with dynamic sampling further groups until that many are
+    informative (within ``algo.max_extra_draws``); then what they show is recorded in the task success
+    estimates and the curriculum. Returns the episodes, the extra groups, the ``tasks/*`` and
+    ``curriculum/*`` metrics after them, and the task cursor after them."""
+    cfg = run.cfg
+    if run.curriculum is not None:
+        run.curriculum.begin_step(run.task_success.estimates)
+    episodes = draw_groups(run, engine, cfg.rollout.batch_size, first_group_id=0)
+    extra = 0
+    while cfg.algo.dynamic_sampling and (more := missing_groups(
+        len(informative_groups(episodes)), cfg.rollout.batch_size, extra, cfg.algo.max_extra_draws
+    )):
+        episodes += draw_groups(run, engine, more, first_group_id=cfg.rollout.batch_size + extra)
+        extra += more
+    run.task_success.update(episodes)
+    metrics = run.task_success.metrics()
+    if run.curriculum is not None:
+        run.curriculum.record(episodes)
+        metrics.update(run.curriculum.metrics())
+    return episodes, extra, metrics, run.cursor
+
+
+def draw_groups(run: Run, engine, num_groups: int, first_group_id: int) -> list:
     """``num_groups`` training tasks, ``group_size`` episodes each, numbered from ``first_group_id``; one
-    batched generate per turn (rank 0). With ``algo.curriculum`` some are tasks drawn before, posed again
-    by their seed on the training split (``sampling.Curriculum``), the others, like every task without
-    it, fresh from the cursor on (which moves past them)."""
+    batched generate of ``engine`` per turn (rank 0). With ``algo.curriculum`` some are tasks drawn before,
+    posed again by their seed on the training split (``sampling.Curriculum``), the others, like every task
+    without it, fresh from the cursor on (which moves past them)."""
     cfg = run.cfg
     again = run.curriculum.choose(num_groups, run.task_success.estimates) if run.curriculum is not None else []
     fresh = num_groups - len(again)
@@ -768,7 +833,7 @@ def draw_groups(run: Run, num_groups: int, first_group_id: int) -> list:
         specs = [dataclasses.replace(spec, group_id=spec.group_id + first_group_id) for spec in specs]
     run.cursor += fresh
     assert run.pool is not None  # rank 0's
-    return collect(run.pool, specs, run.policy, run.tokenizer, run.rollouts, generator=run.generator)
+    return collect(run.pool, specs, engine, run.tokenizer, run.rollouts, generator=run.generator)
 
 
 def _optimisation_metrics(opt_stats: list[dict[str, float]], train_s: float) -> dict[str, float]:
@@ -854,28 +919,32 @@ def save_sft_checkpoint(run: Run) -> None:
 
 def save_checkpoint(run: Run) -> None:
     """A checkpoint to continue at ``run.step``: ``checkpoint.pt`` in one process, the sharded
-    ``checkpoint/`` folder under torchrun (every rank calls it)."""
+    ``checkpoint/`` folder under torchrun (every rank calls it). The rollout state is the one before
+    batch ``run.step`` (``RolloutStream.resume_state``: in async mode the producer may be ahead)."""
+    rollouts, discarded = run.stream.resume_state(run.step) if run.stream is not None else (rollout_state(run), 0)
+    generator = torch.Generator()
+    generator.set_state(rollouts.generator_state)
     if run.dp.enabled:
         meta = {
-            "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": run.cursor, "mlflow_run_id": run.tracker.run_id,
+            "scheduler": run.scheduler.state_dict(), "step": run.step, "cursor": rollouts.cursor, "mlflow_run_id": run.tracker.run_id,
             "history": run.history, "config": config_to_dict(run.cfg), "val_before": run.result.val_before,
             "val_curve": run.val_curve, "val_points": run.val_points, "val_before_records": run.val_before_records,
-            "task_success": run.task_success.state_dict(),
-            "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
+            "task_success": rollouts.task_success, "curriculum": rollouts.curriculum, "discarded_batches": discarded,
         }
         path = checkpoint.save_sharded(run.run_dir, run.dp, model=run.model, optimizer=run.optimizer, ref_model=run.ref_model,
-                                       generator=run.generator, meta=meta)
+                                       generator=generator, meta=meta)
     else:
         path = checkpoint.save(
-            run.run_dir, model=run.lm, optimizer=run.optimizer, scheduler=run.scheduler, generator=run.generator,
-            step=run.step, cursor=run.cursor, run_id=run.tracker.run_id, history=run.history, config=config_to_dict(run.cfg),
+            run.run_dir, model=run.lm, optimizer=run.optimizer, scheduler=run.scheduler, generator=generator,
+            step=run.step, cursor=rollouts.cursor, run_id=run.tracker.run_id, history=run.history, config=config_to_dict(run.cfg),
             extra={
                 "val_before": run.result.val_before,
                 "val_curve": run.val_curve,
                 "val_points": run.val_points,
                 "val_before_records": run.val_before_records,
-                "task_success": run.task_success.state_dict(),
-                "curriculum": run.curriculum.state_dict() if run.curriculum is not None else None,
+                "task_success": rollouts.task_success,
+                "curriculum": rollouts.curriculum,
+                "discarded_batches": discarded,
                 "ref_model": run.ref_model.lm.state_dict() if run.ref_model is not None else None,
             },
         )
@@ -889,7 +958,9 @@ def save_checkpoint(run: Run) -> None:
 def finish(run: Run) -> TrainResult:
     cfg, result = run.cfg, run.result
     if cfg.eval_num_tasks and run.dp.is_main:
-        result.val_after = evaluate(run, cfg.steps, sampled=True)
+        assert run.stream is not None  # rank 0's
+        with run.stream.exclusive():  # the newest weights (async: the producer has drawn its last batch)
+            result.val_after = evaluate(run, cfg.steps, sampled=True)
         print(
             f"held-out success before RL: {result.val_before.get('val/task_success_rate', float('nan')):.3f}  "
             f"after RL: {result.val_after['val/task_success_rate']:.3f}"

@@ -46,6 +46,8 @@ class TokenTurn:
     """Sampling log-probs of ``ids`` (None: the backend gave none)."""
     hit_cap: bool = False
     """Stopped by the turn's room rather than by an end-of-turn id (counted in ``Episode.token_cap_hits``)."""
+    weights_version: int | None = None
+    """The weight version that sampled it (appended to ``Episode.turn_versions``); None: not named."""
 
 
 #: ``(prompts, rooms) -> one TokenTurn (or Sample) or EndEpisode per prompt``; ``rooms[i] >= 1`` tokens.
@@ -179,6 +181,8 @@ class TokenAgent:
             run.has_logprobs = False
         logps = [float(x) for x in turn.logps][:room] if turn.logps is not None else [0.0] * len(ids)
         run.episode.token_cap_hits += int(getattr(turn, "hit_cap", False))
+        if (version := getattr(turn, "weights_version", None)) is not None:
+            run.episode.turn_versions.append(int(version))
         return run.builder.add_assistant(ids, logps)
 
     def observe(self, slot: int, turn: Turn | None, info: dict[str, Any], result: EpisodeResult | None) -> None:

@@ -214,3 +214,35 @@ def test_two_ranks_with_dynamic_sampling_draw_and_move_the_cursor_as_one_process
     extra = [h["sampling/extra_groups"] for h in one.history]
     assert extra == [h["sampling/extra_groups"] for h in two["meta"]["history"]] == [2.0, 2.0, 2.0]
     assert cursor == two["meta"]["cursor"] == 3 * (2 + 2)
+
+
+def test_two_ranks_in_async_mode_train_the_parameters_of_one_process_in_async_mode(config_file, tmp_path):
+    """``rollout.mode: async`` with ``max_staleness: 1`` (rank 0's producer draws each batch with the
+    weights of the step before): after SFT and 3 RL steps the 2-rank parameters equal the one-process
+    ones (fp32, < 1e-6), on the same episodes."""
+    overrides = ["rollout.mode=async", "rollout.max_staleness=1"]
+    done = torchrun(config_file, tmp_path / "two", *overrides)
+    assert done.returncode == 0, done.stderr[-6000:]
+    two = sharded_state(tmp_path / "two")
+    one = train(load_config(config_file, [f"run_dir={tmp_path / 'one'}", *overrides]), make_oracle=fake_env.FakeOracle)
+    ckpt = torch.load(tmp_path / "one" / "checkpoint.pt", weights_only=True)
+    diff = max(float((ckpt["model"][k] - two["model"][k]).abs().max()) for k in ckpt["model"])
+    assert diff < 1e-6, f"2-rank vs 1-process parameters differ by {diff}"
+    assert [h["async/batch_version"] for h in one.history] == [0.0, 0.0, 1.0]
+    for h1, h2 in zip(one.history, two["meta"]["history"], strict=True):
+        same_episodes = {k: v for k, v in h1.items() if k.startswith(("rollout/", "async/"))}
+        assert same_episodes == {k: h2[k] for k in same_episodes}
+
+
+def test_a_rank_that_raises_ends_an_async_run_failed_with_its_traceback(config_file, tmp_path):
+    """As in sync mode, within the launch timeout: rank 0's producer thread does not keep the run alive."""
+    from mlflow.tracking import MlflowClient
+
+    done = torchrun(config_file, tmp_path, "tracking.enabled=true", "rollout.mode=async",
+                    env={"SOPGYM_TEST_RAISE_ON_RANK": "1"})
+    assert done.returncode != 0
+    assert "RuntimeError: injected failure on rank 1" in done.stderr
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("sopgym").experiment_id])
+    assert run.info.status == "FAILED"
+    assert run.data.tags["failure"] == "rank1: RuntimeError: injected failure on rank 1"

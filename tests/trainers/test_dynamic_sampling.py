@@ -31,11 +31,11 @@ class Spy:
             self.trained.append(list(episodes))
             return real_update(model, ref, opt, sched, episodes, *a, **k)
 
-        def draw_groups(run, num_groups, first_group_id):
+        def draw_groups(run, engine, num_groups, first_group_id):
             if first_group_id == 0:
                 self.drawn.append(0)
             self.drawn[-1] += num_groups
-            return real_draw(run, num_groups, first_group_id)
+            return real_draw(run, engine, num_groups, first_group_id)
 
         monkeypatch.setattr(loop, "rl_update", rl_update)
         monkeypatch.setattr(loop, "draw_groups", draw_groups)

@@ -14,7 +14,8 @@ Honest simplifications:
   on rank 0's full copy of the weights (torchrun); ``rollout.engine.backend: ray`` samples in a Ray
   actor instead. Rollouts of a step use the weights of the start of the step, so ``ppo_epochs=1,
   num_minibatches=1`` is on-policy up to numerical differences between the KV-cached sampler and the
-  packed forward.
+  packed forward. ``rollout.mode: async`` samples them ahead, with weights ``rollout.max_staleness``
+  steps old, while the learner trains (rollout_stream.py).
 * Under torchrun the other ranks wait while rank 0 generates and evaluates.
 * Behaviour log-probs are taken before the top-p cut (see policy/hf.py).
 * Evaluation is greedy on the first ``eval_num_tasks`` seeds of the validation split.

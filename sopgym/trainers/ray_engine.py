@@ -16,8 +16,9 @@ it calls the in-process sampler:
   depend on how the work is split).
 
 ``ray`` is imported only here, when an engine is made. What it does not do: replace an actor that
-dies (the run fails with Ray's error; the learner's weights and the checkpoint are intact), or
-overlap generation with training (the loop waits for each ``generate``).
+dies (the run fails with Ray's error; the learner's weights and the checkpoint are intact). Generation
+overlaps training when the loop's rollouts are asynchronous (``rollout.mode: async``: its producer
+thread calls this engine while the learner trains; sopgym/trainers/rollout_stream.py).
 """
 
 from __future__ import annotations

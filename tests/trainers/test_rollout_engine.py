@@ -52,3 +52,20 @@ def test_a_seeded_run_gives_the_same_episodes_sampling_in_process_or_in_the_engi
     assert inprocess.val_after == actor.val_after
     a, b = inprocess.model.state_dict(), actor.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_an_async_run_with_the_engine_in_an_actor_equals_one_with_the_engine_in_process(ray_session, tmp_path, tok_dir):
+    """``rollout.mode: async`` (K = 1): the producer thread calls the actor while the learner trains, and
+    the run (episodes, evaluations, final weights) is the in-process async run bit for bit."""
+    def run(backend: str):
+        cfg = fake_env_config(tok_dir, tmp_path / backend, "eval_num_tasks=2", "eval_every=2", "steps=4",
+                              "rollout.mode=async", "rollout.max_staleness=1", f"rollout.engine.backend={backend}")
+        return train(cfg, make_env=lambda env_id: fake_env.FakeSopEnv(max_turns=2, shaped=True))
+
+    inprocess, actor = run("inprocess"), run("ray")
+    strip = [{k: v for k, v in h.items() if not k.startswith("perf/")} for h in inprocess.history]
+    assert strip == [{k: v for k, v in h.items() if not k.startswith("perf/")} for h in actor.history]
+    assert [h["async/batch_version"] for h in actor.history] == [0.0, 0.0, 1.0, 2.0]
+    assert inprocess.val_after == actor.val_after
+    a, b = inprocess.model.state_dict(), actor.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -1,10 +1,12 @@
 """Asynchronous rollouts against synchronous ones: seconds per RL step of the same config in one run.
 
 The learner trains in this process; the rollout engine samples in a Ray actor
-(``rollout.engine.backend: ray``) with its own copy of the weights; the envs run in this process
+(``rollout.engine.backend: ray``; ``--engine inprocess``: a copy in this process, for the GPU check) with
+its own copy of the weights; the envs run in this process
 (in async mode, in the rollout producer's thread). Each env step first waits ``--tool-latency-ms``
-(50 ms by default: a tool call's round trip to a service on the same network), then steps the
-authored domain. Both processes get ``--threads`` torch threads (1 each by default: one core each
+(5 ms by default), then steps the authored domain. The in-process pool steps a round's episodes one
+after another, so a round of 32 episodes waits 160 ms: about one round of concurrent tool calls to a
+service on the same network. Both processes get ``--threads`` torch threads (1 each by default: one core each
 on a 2-core machine).
 
 Modes, measured alternately (sync, async K=1, async K=2, then again for ``--repeats``):
@@ -58,10 +60,10 @@ def config(args, run_dir: Path, mode: str, k: int):
         "model.bpe_vocab_size=1024", f"model.scratch_hidden_size={args.hidden}", f"model.scratch_num_layers={args.layers}",
         f"model.scratch_intermediate_size={2 * args.hidden}", "model.system_turn=drop", "model.attention=sdpa_varlen",
         "optim.row_tokens=4096", "optim.lr=1e-4", f"rollout.batch_size={args.batch_size}", f"rollout.group_size={args.group_size}",
-        f"rollout.max_new_tokens={args.max_new_tokens}", "rollout.engine.backend=ray", f"rollout.mode={mode}",
+        f"rollout.max_new_tokens={args.max_new_tokens}", f"rollout.engine.backend={args.engine}", f"rollout.mode={mode}",
         f"rollout.max_staleness={k}", "algo.filter_zero_variance=false", "sft.num_episodes=0", f"steps={args.steps}",
         "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false", "checkpoint_every=0",
-        f"run_dir={run_dir}", "device=cpu",
+        f"run_dir={run_dir}", f"device={args.device}",
     ])
 
 
@@ -109,8 +111,12 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--tool-latency-ms", type=float, default=50.0)
+    p.add_argument("--tool-latency-ms", type=float, default=5.0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--engine", choices=("ray", "inprocess"), default="ray",
+                   help="ray: the engine in a Ray actor; inprocess: a copy of the weights in this process, sampled "
+                        "from the producer thread (the GPU check: the device machines have no Ray)")
+    p.add_argument("--device", default="cpu", help="the learner's (and an in-process engine's) device")
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny sizes, 3 steps, one repeat")
     args = p.parse_args(argv)
     if args.quick:
@@ -127,7 +133,7 @@ def main(argv=None) -> int:
                 runs[(mode, k)].append(measure(args, mode, k, Path(tmp), f"{mode}{k}-{r}"))
     print(f"== async rollouts: {ENV_ID}, {args.batch_size}x{args.group_size} episodes a step, {args.max_turns} turns of "
           f"<= {args.max_new_tokens} tokens, tool latency {args.tool_latency_ms:g} ms a step, Llama {args.hidden}x{args.layers} "
-          f"from scratch, engine in a Ray actor, {args.threads} torch thread(s) each; {args.steps} steps x {args.repeats} "
+          f"from scratch on {args.device}, engine {'in a Ray actor' if args.engine == 'ray' else 'in process'}, {args.threads} torch thread(s) each; {args.steps} steps x {args.repeats} "
           f"repeats; baseline: sync")
     base = statistics.median(m["step_s"] for m in runs[("sync", 0)])
     rollout = statistics.median(m["rollout_s"] for m in runs[("sync", 0)])

@@ -18,7 +18,10 @@
 #   5. a short learning run on the GPU: the RL sanity test's contextual bandit (tests/trainers/test_rl_sanity.py,
 #      marked `gpu`), a from-scratch tiny model warm-started blind, then 15 GRPO steps, held-out greedy
 #      success from at most 0.6 to at least 0.9; its figures (before, after, rollout success per step,
-#      seconds) in $OUT/learning.json.
+#      seconds) in $OUT/learning.json;
+#   6. asynchronous rollouts on the GPU (benchmarks/async_rollouts.py, issue 26): seconds per RL step, sync
+#      against async K=1 and K=2, with the learner and an in-process engine copy on the GPU (the device
+#      machines have no Ray), in $OUT/async_rollouts.txt.
 #
 # The device machines of this workplace have torch, transformers and pytest but no network and no
 # gymnasium: carry its wheels. Prepare once where PyPI is reachable:
@@ -52,3 +55,7 @@ SOPGYM_GPU_FIGURES="$OUT/learning.json" timeout 180 "$PY" -m pytest -q -p no:cac
   tests/trainers/test_rl_sanity.py > "$OUT/learning.txt" 2>&1
 echo "learning run exit code $?" | tee -a "$OUT/learning.txt"
 cat "$OUT/learning.json" 2>/dev/null
+timeout 150 "$PY" benchmarks/async_rollouts.py --engine inprocess --device cuda --steps 5 --repeats 1 \
+  > "$OUT/async_rollouts.txt" 2>&1
+echo "async rollouts exit code $?" | tee -a "$OUT/async_rollouts.txt"
+grep -v "alarm" "$OUT/async_rollouts.txt" | tail -8

@@ -61,7 +61,7 @@ def config(args, run_dir: Path, mode: str, k: int):
         f"model.scratch_intermediate_size={2 * args.hidden}", "model.system_turn=drop", "model.attention=sdpa_varlen",
         "optim.row_tokens=4096", "optim.lr=1e-4", f"rollout.batch_size={args.batch_size}", f"rollout.group_size={args.group_size}",
         f"rollout.max_new_tokens={args.max_new_tokens}", f"rollout.engine.backend={args.engine}", f"rollout.mode={mode}",
-        f"rollout.max_staleness={k}", "algo.filter_zero_variance=false", "sft.num_episodes=0", f"steps={args.steps}",
+        f"rollout.max_staleness={k}", "algo.filter_zero_variance=false", f"algo.ppo_epochs={args.ppo_epochs}", "sft.num_episodes=0", f"steps={args.steps}",
         "eval_num_tasks=0", "progress=false", "plot=false", "tracking.enabled=false", "checkpoint_every=0",
         f"run_dir={run_dir}", f"device={args.device}",
     ])
@@ -103,14 +103,15 @@ def measure(args, mode: str, k: int, work: Path, tag: str) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=7)
-    p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--max-turns", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=48)
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--ppo-epochs", type=int, default=2, help="optimiser passes over each batch (the update's share of a step)")
     p.add_argument("--tool-latency-ms", type=float, default=5.0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--engine", choices=("ray", "inprocess"), default="ray",
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
                 runs[(mode, k)].append(measure(args, mode, k, Path(tmp), f"{mode}{k}-{r}"))
     print(f"== async rollouts: {ENV_ID}, {args.batch_size}x{args.group_size} episodes a step, {args.max_turns} turns of "
           f"<= {args.max_new_tokens} tokens, tool latency {args.tool_latency_ms:g} ms a step, Llama {args.hidden}x{args.layers} "
-          f"from scratch on {args.device}, engine {'in a Ray actor' if args.engine == 'ray' else 'in process'}, {args.threads} torch thread(s) each; {args.steps} steps x {args.repeats} "
+          f"from scratch on {args.device}, {args.ppo_epochs} optimiser pass(es) a step, engine {'in a Ray actor' if args.engine == 'ray' else 'in process'}, {args.threads} torch thread(s) each; {args.steps} steps x {args.repeats} "
           f"repeats; baseline: sync")
     base = statistics.median(m["step_s"] for m in runs[("sync", 0)])
     rollout = statistics.median(m["rollout_s"] for m in runs[("sync", 0)])

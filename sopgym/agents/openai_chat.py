@@ -156,7 +156,8 @@ class OpenAIChatConfig:
         out = asdict(self)
         parsed = urllib.parse.urlparse(self.base_url)
         assert parsed.hostname is not None  # __post_init__ checked it
-        out["base_url"] = urllib.parse.urlunparse(parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else ""),
+        host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname  # IPv6: the brackets back
+        out["base_url"] = urllib.parse.urlunparse(parsed._replace(netloc=host + (f":{parsed.port}" if parsed.port else ""),
                                                                   query="", fragment=""))
         out["stop"] = list(self.stop)
         for name in ("chat_template_kwargs", "extra_body"):

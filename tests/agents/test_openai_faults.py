@@ -260,3 +260,10 @@ def test_a_base_url_without_a_host_is_refused_when_configured():
     # results) then raised TypeError on None + str (found by mypy).
     with pytest.raises(ValueError, match="base_url must be an http"):
         OpenAIChatConfig("http://:8000/v1", "m")
+
+
+def test_the_stored_base_url_keeps_the_brackets_of_an_ipv6_host():
+    # public() rebuilt the netloc from parsed.hostname, which drops the brackets: http://::1:8000/v1 is
+    # not a URL of the same server.
+    stored = OpenAIChatConfig("http://user:secret@[::1]:8000/v1?key=x", "m").public()["base_url"]
+    assert stored == "http://[::1]:8000/v1"

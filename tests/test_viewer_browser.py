@@ -75,6 +75,14 @@ def _open(browser, page: Path, address: str = ""):
     assert errors == [], errors
 
 
+def _wait_rendered(browser, href: str):
+    """Wait until the page is at `href` and its hashchange handler has drawn it (the handler runs after the click)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10).until(lambda b: b.execute_script(
+        "return location.href === arguments[0] && document.body.dataset.rendered === location.hash", href))
+
+
 def _rows(browser) -> list[tuple[str, int]]:
     from selenium.webdriver.common.by import By
 
@@ -153,7 +161,9 @@ def test_a_leaderboard_cell_lands_on_the_episodes_behind_it(browser, viewer):
     for i in range(len(cells)):
         cell = browser.find_elements(By.CSS_SELECTOR, "#leaderboard a.fail-link")[i]
         run, env, count = cell.get_attribute("data-run"), cell.get_attribute("data-env"), int(cell.text.split()[0])
+        href = cell.get_attribute("href")
         cell.click()
+        _wait_rendered(browser, href)
         expected = [_key(doc, e) for e in doc["episodes"] if doc["runs"][e["run"]]["name"] == run
                     and env in ("", e["env"]) and e["verdict"] == "failure"]
         assert _rows(browser) == expected != [] and count == len(expected)

@@ -441,6 +441,7 @@
     syncFilters();
     renderList(shown());
     renderDetail();
+    document.body.dataset.rendered = location.hash;  // the address the page now shows (tests wait on it)
   }
 
   function build() {

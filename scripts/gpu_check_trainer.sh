@@ -27,6 +27,8 @@
 # gymnasium: carry its wheels. Prepare once where PyPI is reachable:
 #   pip download --no-deps -d .gpu_wheels gymnasium==1.4.0 farama-notifications
 # and name `.gpu_wheels` in the run's carry list. Output goes to $OUT (or ./gpu_check_out).
+# Each part has its own timeout (240 + 90 + 120 + 90 s): at most 9 minutes in all, inside one 10-minute
+# device call; a part that runs out leaves its log with what it reached, and the next part still runs.
 set -uo pipefail
 OUT="${OUT:-gpu_check_out}"
 mkdir -p "$OUT"
@@ -42,20 +44,20 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
   "$PY" -c "import flash_attn; print('flash_attn', flash_attn.__version__)" 2>&1 | tail -1
 } > "$OUT/environment.txt" 2>&1
 cat "$OUT/environment.txt"
-timeout 420 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/trainers/test_sampler.py tests/trainers/test_packing.py \
+timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA tests/trainers/test_sampler.py tests/trainers/test_packing.py \
   tests/trainers/test_distributed.py tests/trainers/test_mixed_precision.py \
   > "$OUT/gpu_tests.txt" 2>&1
 echo "gpu tests exit code $?" | tee -a "$OUT/gpu_tests.txt"
 tail -40 "$OUT/gpu_tests.txt"
-timeout 150 "$PY" benchmarks/train_throughput.py --only rollout --device cuda --per-domain 1 --repeats 3 \
+timeout 90 "$PY" benchmarks/train_throughput.py --only rollout --device cuda --per-domain 1 --repeats 3 \
   --rollout-prompts 32 --rollout-tokens 64 > "$OUT/rollout_benchmark.txt" 2>&1
 echo "benchmark exit code $?" | tee -a "$OUT/rollout_benchmark.txt"
 tail -8 "$OUT/rollout_benchmark.txt"
-SOPGYM_GPU_FIGURES="$OUT/learning.json" timeout 180 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA \
+SOPGYM_GPU_FIGURES="$OUT/learning.json" timeout 120 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rA \
   tests/trainers/test_rl_sanity.py > "$OUT/learning.txt" 2>&1
 echo "learning run exit code $?" | tee -a "$OUT/learning.txt"
 cat "$OUT/learning.json" 2>/dev/null
-timeout 150 "$PY" benchmarks/async_rollouts.py --engine inprocess --device cuda --steps 5 --repeats 1 \
+timeout 90 "$PY" benchmarks/async_rollouts.py --engine inprocess --device cuda --steps 5 --repeats 1 \
   > "$OUT/async_rollouts.txt" 2>&1
 echo "async rollouts exit code $?" | tee -a "$OUT/async_rollouts.txt"
 grep -v "alarm" "$OUT/async_rollouts.txt" | tail -8

@@ -50,11 +50,8 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 22, not met from a strong SFT start: under pytest the demo's seed-0 SFT ends at held-out success "
-    "0.461 (the test alone, 2026-12-07) or 0.492 (in the whole suite, .ci/run 8aa3b14), and 8 GRPO steps give "
-    "0.453 (paired -0.011 [-0.054, +0.022]) and 0.445 (-0.054 [-0.109, -0.011]); the CLI's seed-0 SFT "
-    "(0.203) gains +0.21 (docs/measurements.md). Strict: a pass fails the suite, so a recipe that meets "
-    "the target is noticed."
+    "issue 22, not met from a strong SFT start: under pytest the seed-0 SFT ends at 0.46-0.49 and 8 GRPO "
+    "steps do not add 10 points (figures: docs/measurements.md, \"Under pytest the seed-0 SFT ends elsewhere\")"
 ))
 def test_grpo_raises_held_out_task_success_on_an_authored_domain(tmp_path):
     """The CPU demo's recipe on WarehouseReceiving, cut to 8 GRPO steps (about 10 minutes on 2 quiet cores):

@@ -50,8 +50,8 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason=(
-    "issue 22, not met from a strong SFT start: under pytest the seed-0 SFT ends at 0.46-0.49 and 8 GRPO "
-    "steps do not add 10 points (figures: docs/measurements.md, \"Under pytest the seed-0 SFT ends elsewhere\")"
+    "issue 22, not met from a strong SFT start: the seed-0 SFT ends at 0.46-0.49 (2026-12-07) and 8 GRPO "
+    "steps do not add 10 points (figures: docs/measurements.md, \"On 2026-12-07 the seed-0 SFT ends at 0.461-0.492\")"
 ))
 def test_grpo_raises_held_out_task_success_on_an_authored_domain(tmp_path):
     """The CPU demo's recipe on WarehouseReceiving, cut to 8 GRPO steps (about 10 minutes on 2 quiet cores):

@@ -3,6 +3,9 @@
 * ``oracle``: the domain's reference solver. It calls the tools, reads their results from the tool
   messages, and submits. Its success is 100% on every split by construction of the labels, which
   tests check; it is also the source of SFT warm-start trajectories.
+* ``noisy-oracle``: the oracle with a seeded misconception: on outcome classes (the answer's
+  categorical fields) holding a share of the domain's tasks it answers another class's decision in a share of those
+  cases. Imperfect demonstrations for SFT, as a real demonstrator's are (docs/trainer.md).
 * ``random``: a random tool (submit included) with arguments sampled from the tool's JSON Schema,
   or free text. A floor.
 * ``inputs-only``: the best single-feature rule from the task inputs, fitted on the train split.
@@ -26,7 +29,7 @@ import numpy as np
 from sopgym.sop_tasks.pack import SUBMIT_TOOL, DomainPack, ToolCall, ToolError
 from sopgym.sop_tasks.registry import get_pack
 
-__all__ = ["Policy", "OraclePolicy", "RandomPolicy", "MajorityPolicy", "InputsOnlyPolicy", "POLICIES", "make_policy", "register_policy", "format_call"]
+__all__ = ["Policy", "OraclePolicy", "NoisyOraclePolicy", "RandomPolicy", "MajorityPolicy", "InputsOnlyPolicy", "POLICIES", "make_policy", "register_policy", "format_call"]
 
 
 def format_call(name: str, arguments: Mapping[str, Any]) -> str:
@@ -81,9 +84,86 @@ class OraclePolicy(Policy):
             else:
                 call = self._gen.send(_last_result(info))
         except StopIteration as stop:
-            return format_call(SUBMIT_TOOL, stop.value)
+            return format_call(SUBMIT_TOOL, self.final_answer(stop.value))
         assert isinstance(call, ToolCall), f"solver must yield ToolCall, got {type(call).__name__}"
         return format_call(call.name, call.arguments)
+
+    def final_answer(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The solver's answer, as submitted."""
+        return answer
+
+
+def _answer_class(pack: DomainPack, answer: Mapping[str, Any]) -> tuple:
+    """The answer's values of its categorical fields (those with an ``enum``), in the fields' order."""
+    return tuple(answer.get(f.name) for f in pack.output_fields if f.enum is not None)
+
+
+@lru_cache(maxsize=64)
+def _train_classes(pack_key: str, sample: int) -> tuple[tuple[tuple, int], ...]:
+    """The outcome classes of the train split's first ``sample`` tasks with their task counts, sorted
+    (deterministic)."""
+    pack = get_pack(pack_key)
+    size = pack.num_tasks("train")
+    counts = Counter(_answer_class(pack, pack.task("train", i).answer) for i in range(min(sample, size) if size is not None else sample))
+    return tuple(sorted(counts.items(), key=repr))
+
+
+def confusion_map(pack_key: str, seed: int, task_share: float, sample: int = 500) -> dict[tuple, tuple]:
+    """The noisy oracle's misconception: outcome classes of the train split, taken in an order drawn by
+    ``seed`` until they hold at least ``task_share`` of its first ``sample`` tasks (none for 0), each
+    mapped to another class drawn by ``seed``."""
+    counted = _train_classes(pack_key, sample)
+    classes = [c for c, _ in counted]
+    if len(classes) < 2:
+        raise ValueError(f"a noisy oracle confuses outcome classes: expected at least 2 in {pack_key}'s train split, got {len(classes)}")
+    rng = np.random.default_rng([seed, 0x5EED])
+    total, held = sum(n for _, n in counted), 0
+    out = {}
+    for i in rng.permutation(len(counted)):
+        if held >= task_share * total:
+            break
+        cls, count = counted[i]
+        others = [c for c in classes if c != cls]
+        out[cls] = others[int(rng.integers(len(others)))]
+        held += count
+    return out
+
+
+class NoisyOraclePolicy(OraclePolicy):
+    """The reference solver with a misconception, for imperfect SFT demonstrations.
+
+    On the outcome classes of :func:`confusion_map` (classes drawn by ``seed`` that hold a
+    ``task_share`` of the train split's tasks) it submits the mapped class's categorical fields
+    instead of the right ones in a ``confusion`` share of those tasks; its tool calls and the
+    answer's other fields are the oracle's.
+    Whether a task is confused is drawn from ``seed`` and the task id: the same seed gives the same
+    demonstrations. ``confusion`` above 0.5 makes the wrong decision the demonstrations' majority on
+    those classes, so a policy fitted to them answers those classes wrongly when greedy and rightly in
+    some of its samples: the gap between greedy success and pass@k that RL on the verifiable reward
+    can close.
+    """
+
+    name = "noisy-oracle"
+
+    def __init__(self, seed: int = 0, task_share: float = 0.5, confusion: float = 0.6):
+        if not 0.0 <= task_share <= 1.0 or not 0.0 <= confusion <= 1.0:
+            raise ValueError(f"task_share and confusion must be in [0, 1], got {task_share!r} and {confusion!r}")
+        self.seed, self.task_share, self.confusion = seed, task_share, confusion
+
+    def reset(self, info: Mapping[str, Any]) -> None:
+        super().reset(info)
+        pack = _pack_of(info)
+        self._pack = pack
+        self._map = confusion_map(pack.key, self.seed, self.task_share)
+        draw = np.random.default_rng([self.seed, *str(info["task_id"]).encode()]).random()
+        self._draw_below = draw < self.confusion
+
+    def final_answer(self, answer: dict[str, Any]) -> dict[str, Any]:
+        target = self._map.get(_answer_class(self._pack, answer))
+        if target is None or not self._draw_below:
+            return answer
+        categorical = [f.name for f in self._pack.output_fields if f.enum is not None]
+        return {**answer, **dict(zip(categorical, target))}
 
 
 def _sample(schema: Mapping[str, Any], rng: np.random.Generator, strings: list[str]) -> Any:
@@ -226,7 +306,7 @@ class InputsOnlyPolicy(Policy):
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {
-    "oracle": OraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "inputs-only": InputsOnlyPolicy,
+    "oracle": OraclePolicy, "noisy-oracle": NoisyOraclePolicy, "random": RandomPolicy, "majority": MajorityPolicy, "inputs-only": InputsOnlyPolicy,
 }
 
 

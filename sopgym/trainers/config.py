@@ -533,6 +533,16 @@ class SFTConfig(_Combinations):
     only_successful: StrictBool = True
     """Train only on demonstrations the evaluator scores as successful (and that fit ``env.max_context``
     in tokens). False keeps failed demonstrations too (e.g. to study noisy demonstrators)."""
+    noise_task_share: Number = Field(0.0, ge=0.0, le=1.0)
+    """0: the envs' oracle demonstrates. Otherwise a noisy oracle (``sopgym.envs.policies.NoisyOraclePolicy``,
+    seeded by the run's ``seed``) with a misconception on outcome classes that hold this share of the
+    domain's train tasks: there it submits another class's decision in a ``noise_confusion`` share of
+    the tasks. Imperfect demonstrations, as a real demonstrator's are, leave the SFT policy a gap
+    between its greedy success and its pass@k for RL to close (docs/trainer.md, "The CPU demo"). Needs
+    ``only_successful: false`` (the wrong answers are the point)."""
+    noise_confusion: Number = Field(0.6, ge=0.0, le=1.0)
+    """The share of a confused class's demonstrations that answer the wrong class (above 0.5: the
+    wrong decision is those classes' majority)."""
     from_checkpoint: NonEmptyStr | None = None
     """Start RL from an earlier run's SFT-only checkpoint (the folder ``<run_dir>/sft`` every run with
     SFT writes when SFT ends) instead of running SFT: its weights, tokenizer and random state, so that
@@ -547,6 +557,8 @@ class SFTConfig(_Combinations):
             problems.append(f"sft.short_context_steps: {self.short_context_steps} steps need demonstrations, got sft.num_episodes 0")
         if self.copy_steps and not self.num_episodes:
             problems.append(f"sft.copy_steps: {self.copy_steps} steps of copy pretraining come before SFT on demonstrations, got sft.num_episodes 0")
+        if self.noise_task_share and self.only_successful:
+            problems.append(f"sft.noise_task_share: {self.noise_task_share} needs the noisy oracle's wrong answers kept, expected sft.only_successful false, got true")
         if self.whole_steps and self.epochs != 1:
             problems.append(f"sft.whole_steps: expected sft.epochs 1 (whole_steps replaces the epochs), got epochs {self.epochs} and whole_steps {self.whole_steps}")
         return problems

@@ -70,8 +70,8 @@ from .sampling import Curriculum, TaskSuccess, group_metrics, informative_groups
 from .sft import (
     as_shown,
     collect_trajectories,
-    default_oracle,
     demonstration_specs,
+    demonstrator,
     select_demonstrations,
     short_context_episodes,
     train_sft,
@@ -365,7 +365,7 @@ def train(
     status = "FAILED"
     with run.stop.installed():
         try:
-            setup(run, make_env, make_oracle or default_oracle, make_sampler, resume, allow_config_change)
+            setup(run, make_env, make_oracle or demonstrator(cfg.sft, cfg.seed), make_sampler, resume, allow_config_change)
             with _progress_bar(cfg if run.dp.is_main else None, run.step) as bar:
                 while run.step < cfg.steps:
                     metrics = rl_step(run)

@@ -37,6 +37,17 @@ def default_oracle():
     return make_policy("oracle")
 
 
+def demonstrator(sft_cfg: SFTConfig, seed: int) -> Callable[[], Any]:
+    """The demonstration policy's factory: the envs' oracle, or with ``sft.noise_task_share`` the noisy
+    oracle seeded by the run's seed."""
+    from sopgym.envs.policies import make_policy
+
+    if not sft_cfg.noise_task_share:
+        return default_oracle
+    return lambda: make_policy("noisy-oracle", seed=seed, task_share=sft_cfg.noise_task_share,
+                               confusion=sft_cfg.noise_confusion)
+
+
 class _DemonstrationAgent(PolicyAgent):
     """The demonstrator, refusing tasks whose licence forbids training before it acts."""
 
@@ -179,7 +190,7 @@ def select_demonstrations(
         ValueError: no demonstration is left to train on (the message says how many were dropped and why).
     """
     episodes: list[Episode] = []
-    failed = too_long = 0
+    failed = too_long = used_failed = 0
     for i, traj in enumerate(trajectories[:num_episodes]):
         if only_successful and not traj["success"]:
             failed += 1
@@ -189,12 +200,14 @@ def select_demonstrations(
             too_long += 1
             continue
         episodes.append(ep)
+        used_failed += not traj["success"]
     considered = min(num_episodes, len(trajectories))
     stats = {
         "sft/demos_considered": float(considered),
         "sft/demos_used": float(len(episodes)),
         "sft/demos_failed": float(failed),
         "sft/demos_too_long": float(too_long),
+        "sft/demos_used_unsuccessful": float(used_failed),
         "sft/demo_policy_tokens_mean": sum(ep.num_policy_tokens for ep in episodes) / max(1, len(episodes)),
     }
     if considered and not episodes:

@@ -53,7 +53,7 @@ def _record_compute_dtypes(folder: str, rank: int) -> None:
 
 
 def main() -> int:
-    loop.default_oracle = fake_env.FakeOracle
+    loop.demonstrator = lambda sft_cfg, seed: fake_env.FakeOracle
     raise_on = os.environ.get("SOPGYM_TEST_RAISE_ON_RANK")
     if raise_on is not None and int(os.environ["RANK"]) == int(raise_on):
         _inject_failure(int(raise_on))

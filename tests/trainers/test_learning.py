@@ -52,7 +52,7 @@ def test_grpo_raises_reward_after_noisy_sft(tmp_path, seed):
 @pytest.mark.slow
 def test_grpo_raises_held_out_task_success_on_an_authored_domain(tmp_path):
     """The CPU demo's recipe on WarehouseReceiving (SFT on the noisy oracle's demonstrations), cut to 8
-    GRPO steps (about 13 minutes on 2 quiet cores): held-out greedy task success after RL at least 10
+    GRPO steps (767 s in a fresh-clone `.ci/run` on 2 shared cores): held-out greedy task success after RL at least 10
     points above before RL (after SFT), with the paired 95% interval of the difference above 0, as the
     evaluator scores it. The demo's own 24 steps, seeds 0-2: docs/measurements.md.
     """

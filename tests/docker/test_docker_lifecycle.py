@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -373,7 +374,7 @@ def test_sandbox_error_is_infrastructure_not_policy():
 
 
 def test_warm_container_killed_while_idle_is_replaced_without_an_error(docker_client, make_pool):
-    from docker.errors import NotFound
+    import docker.errors
 
     from sopgym.sandboxes.docker import DockerCodeRunner
 
@@ -383,10 +384,8 @@ def test_warm_container_killed_while_idle_is_replaced_without_an_error(docker_cl
         assert runner.run_python("print(1)").stdout.strip() == "1"
         (idle,) = pool._idle
         docker_client.api.kill(idle.id)
-        try:
+        with contextlib.suppress(docker.errors.NotFound):  # auto-removed on exit: may be gone already
             docker_client.api.wait(idle.id, timeout=10)
-        except NotFound:  # auto-removed once it exits, it can be gone before the wait starts
-            pass
         started = time.perf_counter()
         result = runner.run_python("print(2)")  # the dead warm container is noticed at acquire
         elapsed = time.perf_counter() - started
